@@ -1,0 +1,58 @@
+"""Finding bundled traces and profiles by name, after any kind of install, from any working directory."""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+from kdvfs.errors import InputError
+
+__all__ = ["bundled_dir", "bundled_trace_names", "resolve_trace_path", "resolve_profile_path"]
+
+DEFAULT_TRACE = "gpt3xl-llmc-rtx3080ti"
+
+
+def bundled_dir() -> Path:
+    """The folder holding bundled traces (``traces/`` in a checkout, ``kdvfs_traces`` when installed)."""
+    try:
+        p = Path(str(importlib.resources.files("kdvfs_traces")))
+        if p.is_dir():
+            return p
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parent.parent / "traces"
+
+
+def bundled_trace_names() -> list[str]:
+    d = bundled_dir()
+    names = {p.name.split(".trace.json")[0] for p in d.glob("*.trace.json*")}
+    return sorted(names)
+
+
+def _by_suffix(name_or_path: str, suffixes: tuple[str, ...], what: str, names: list[str]) -> Path:
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    for suf in suffixes:
+        q = bundled_dir() / f"{name_or_path}{suf}"
+        if q.exists():
+            return q
+    raise InputError(
+        f"{what} {name_or_path!r} is neither a file nor a bundled name; bundled: {', '.join(names) or 'none'} "
+        "(see `kdvfs trace show --list`), or give a path"
+    )
+
+
+def resolve_trace_path(name_or_path: str) -> Path:
+    return _by_suffix(name_or_path, (".trace.json", ".trace.json.gz"), "trace", bundled_trace_names())
+
+
+def resolve_profile_path(name_or_path: str) -> Path:
+    names = sorted({p.name.split(".profile.csv")[0] for p in bundled_dir().glob("*.profile.csv*")})
+    return _by_suffix(name_or_path, (".profile.csv", ".profile.csv.gz"), "profile", names)
+
+
+def load_trace_by_name(name_or_path: str):
+    from kdvfs.trace import load_trace
+
+    return load_trace(resolve_trace_path(name_or_path))

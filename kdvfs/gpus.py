@@ -1,0 +1,319 @@
+"""The GPU catalog: ``GpuSpec`` (clocks, quirks, power, voltage curve, memory bandwidth) and ``SwitchModel``.
+
+Every number carries its source in ``GpuSpec.sources`` (``hardware_facts`` is ``shared/reference/hardware_facts.md``
+of the project, which cites the public sources); numbers nobody has published are marked ``assumption``; numbers fitted
+to published measurements say which script fitted them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kdvfs.errors import InputError, UnsupportedClockError
+
+__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS"]
+
+AUTO = 0
+"""Clock value meaning "the driver's own choice" in clock arrays (printed and stored as ``auto``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchModel:
+    """What one clock switch costs.
+
+    Attributes:
+        host_call_s: time the host is blocked in the driver call; a synchronous or callback switch stalls the GPU
+            this long.
+        transition_s: time from the call's return until the new clock holds; the GPU keeps running at the old clock
+            meanwhile (unless ``stall_while_relocking``).
+        spread: relative spread (lognormal sigma) of both latencies between switches.
+        stall_while_relocking: whether the GPU stops during the transition instead of running at the old clock.
+        source: where the numbers come from.
+    """
+
+    host_call_s: float
+    transition_s: float
+    spread: float = 0.0
+    stall_while_relocking: bool = False
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for nm in ("host_call_s", "transition_s", "spread"):
+            v = getattr(self, nm)
+            if not np.isfinite(v) or v < 0:
+                raise InputError(f"switch model: {nm} must be ≥ 0, got {v!r}")
+
+    @property
+    def total_s(self) -> float:
+        return self.host_call_s + self.transition_s
+
+    @classmethod
+    def from_latency(cls, latency_s: float, host_share: float = 0.25, spread: float = 0.0) -> SwitchModel:
+        """A switch model of a given total latency, split into host call and transition (``--switch-latency``)."""
+        if not np.isfinite(latency_s) or latency_s <= 0:
+            raise InputError(
+                f"switch latency must be a positive number of seconds, got {latency_s!r}; "
+                "e.g. 6e-3 for Hopper, 1e-7 for integrated voltage regulators"
+            )
+        return cls(host_call_s=latency_s * host_share, transition_s=latency_s * (1 - host_share), spread=spread,
+                   source=f"--switch-latency {latency_s:g} s ({host_share:.0%} host call, rest transition)")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """A GPU and the card-level constants of the kernel model.
+
+    Attributes:
+        name: catalog key (``rtx3080ti``).
+        full_name: marketing name.
+        arch: architecture (Ampere, Hopper, …).
+        core_clocks_mhz: supported core clocks, ascending.
+        mem_clocks_mhz: supported memory clocks, ascending.
+        mem_max_core_mhz: quirks: memory clock → highest core clock it is honoured with.
+        quirk_mem_fallback_mhz: memory clock the driver uses instead when a quirk is violated.
+        boost_core_mhz: highest core clock the driver sustains under load ("auto" never exceeds it).
+        power_limit_w: default power limit.
+        cap_w: power the driver's controller holds a capped kernel at (at or slightly below the limit).
+        idle_power_w: power with nothing running, memory at its highest clock.
+        v_min, v_max: core voltage below the knee and at the highest core clock (relative units).
+        vf_knee_mhz: core clock above which voltage rises.
+        mem_bandwidth_gbs: bandwidth per memory clock (same order as ``mem_clocks_mhz``).
+        core_power_w: dynamic core power at ``boost_core_mhz`` and activity 1.
+        mem_power_w: memory-subsystem power with no traffic at each memory clock (same order as ``mem_clocks_mhz``).
+        auto_mem_extra_w: extra power when the memory clock is left to the driver (auto) rather than locked.
+        mem_traffic_power_w: memory power at full bandwidth use.
+        smooth_p: exponent of the smooth maximum of the core and memory time terms.
+        switch: the clock-switch latency model.
+        sources: field name → source of its number.
+    """
+
+    name: str
+    full_name: str
+    arch: str
+    core_clocks_mhz: tuple[int, ...]
+    mem_clocks_mhz: tuple[int, ...]
+    boost_core_mhz: int
+    power_limit_w: float
+    cap_w: float
+    idle_power_w: float
+    v_min: float
+    v_max: float
+    vf_knee_mhz: float
+    mem_bandwidth_gbs: tuple[float, ...]
+    core_power_w: float
+    mem_power_w: tuple[float, ...]
+    mem_traffic_power_w: float
+    switch: SwitchModel
+    smooth_p: float = 4.0
+    auto_mem_extra_w: float = 0.0
+    mem_max_core_mhz: tuple[tuple[int, int], ...] = ()
+    quirk_mem_fallback_mhz: tuple[tuple[int, int], ...] = ()
+    peak_tflops: float = 0.0
+    sources: tuple[tuple[str, str], ...] = field(default=())
+
+    # ------------------------------------------------------------------ clocks
+    @property
+    def max_core_mhz(self) -> int:
+        return self.core_clocks_mhz[-1]
+
+    @property
+    def max_mem_mhz(self) -> int:
+        return self.mem_clocks_mhz[-1]
+
+    def describe_clocks(self) -> str:
+        c = self.core_clocks_mhz
+        steps = set(np.diff(c).tolist())
+        core = f"{c[0]}–{c[-1]} MHz" + (f" in {steps.pop()} MHz steps" if len(steps) == 1 else "")
+        return f"core {core}; memory {', '.join(map(str, self.mem_clocks_mhz))} MHz"
+
+    def check_setting(self, core_mhz: int, mem_mhz: int) -> None:
+        """Raise ``UnsupportedClockError`` unless (core, mem) is a supported pair (``AUTO`` allowed)."""
+        if core_mhz != AUTO and core_mhz not in self.core_clocks_mhz:
+            near = min(self.core_clocks_mhz, key=lambda c: abs(c - core_mhz))
+            raise UnsupportedClockError(
+                f"core clock {core_mhz} MHz is not supported by {self.name} ({self.describe_clocks()}); "
+                f"the nearest supported is {near} MHz, or use auto"
+            )
+        if mem_mhz != AUTO and mem_mhz not in self.mem_clocks_mhz:
+            raise UnsupportedClockError(
+                f"memory clock {mem_mhz} MHz is not supported by {self.name} ({self.describe_clocks()}); "
+                f"pick one of {', '.join(map(str, self.mem_clocks_mhz))} or auto"
+            )
+        limit = dict(self.mem_max_core_mhz).get(mem_mhz)
+        if limit is not None and (core_mhz == AUTO or core_mhz > limit):
+            raise UnsupportedClockError(
+                f"memory clock {mem_mhz} MHz is only honoured by {self.name} with core ≤ {limit} MHz, got core "
+                f"{'auto' if core_mhz == AUTO else core_mhz} MHz; lower the core clock or pick another memory clock"
+            )
+
+    def settings(self, include_auto: bool = True) -> list[tuple[int, int]]:
+        """Every supported (core, mem) pair, quirks honoured, plus the ``auto`` combinations."""
+        quirks = dict(self.mem_max_core_mhz)
+        out = []
+        cores = ([AUTO] if include_auto else []) + list(self.core_clocks_mhz)
+        mems = ([AUTO] if include_auto else []) + list(self.mem_clocks_mhz)
+        for m in mems:
+            for c in cores:
+                lim = quirks.get(m)
+                if lim is not None and (c == AUTO or c > lim):
+                    continue
+                out.append((c, m))
+        return out
+
+    def effective_request(self, core_mhz: np.ndarray, mem_mhz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the driver actually asks of the hardware: auto → boost / highest memory clock; quirks applied.
+
+        An out-of-quirk request (e.g. 405 MHz memory with core 630 MHz on the 3080 Ti) gets the fallback memory clock,
+        as the study observed; ``check_setting`` refuses such a request, this maps it for sweeps that made it anyway.
+        """
+        c = np.where(np.asarray(core_mhz) == AUTO, self.boost_core_mhz, np.minimum(core_mhz, self.boost_core_mhz))
+        m = np.where(np.asarray(mem_mhz) == AUTO, self.max_mem_mhz, mem_mhz)
+        for mem, lim in self.mem_max_core_mhz:
+            fb = dict(self.quirk_mem_fallback_mhz).get(mem, self.max_mem_mhz)
+            m = np.where((m == mem) & (c > lim), fb, m)
+        return c.astype(float), m.astype(float)
+
+    def bandwidth_gbs(self, mem_mhz: np.ndarray) -> np.ndarray:
+        """Memory bandwidth at the given memory clocks (interpolated between listed clocks)."""
+        return np.interp(mem_mhz, self.mem_clocks_mhz, self.mem_bandwidth_gbs)
+
+    def voltage(self, core_mhz: np.ndarray) -> np.ndarray:
+        """Relative core voltage: flat below the knee, rising linearly to ``v_max`` at the highest clock."""
+        f = np.asarray(core_mhz, dtype=float)
+        span = max(self.max_core_mhz - self.vf_knee_mhz, 1.0)
+        return self.v_min + (self.v_max - self.v_min) * np.clip((f - self.vf_knee_mhz) / span, 0.0, None)
+
+    def core_power_shape(self, core_mhz: np.ndarray) -> np.ndarray:
+        """V(f)²·f relative to its value at the boost clock."""
+        f = np.asarray(core_mhz, dtype=float)
+        ref = self.voltage(np.array(self.boost_core_mhz)) ** 2 * self.boost_core_mhz
+        return self.voltage(f) ** 2 * f / ref
+
+    def source_of(self, fieldname: str) -> str:
+        return dict(self.sources).get(fieldname, "assumption")
+
+    def with_switch(self, switch: SwitchModel) -> GpuSpec:
+        return replace(self, switch=switch)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "full_name": self.full_name, "arch": self.arch,
+            "clocks": self.describe_clocks(), "core_clocks": len(self.core_clocks_mhz),
+            "mem_clocks_mhz": list(self.mem_clocks_mhz), "quirks": {str(m): c for m, c in self.mem_max_core_mhz},
+            "boost_core_mhz": self.boost_core_mhz, "power_limit_w": self.power_limit_w, "cap_w": self.cap_w,
+            "idle_power_w": self.idle_power_w,
+            "voltage_curve": {"v_min": self.v_min, "v_max": self.v_max, "knee_mhz": self.vf_knee_mhz},
+            "mem_bandwidth_gbs": dict(zip(map(str, self.mem_clocks_mhz), self.mem_bandwidth_gbs)),
+            "core_power_w": self.core_power_w, "mem_power_w": dict(zip(map(str, self.mem_clocks_mhz), self.mem_power_w)),
+            "auto_mem_extra_w": self.auto_mem_extra_w,
+            "mem_traffic_power_w": self.mem_traffic_power_w, "smooth_p": self.smooth_p,
+            "switch": {"host_call_s": self.switch.host_call_s, "transition_s": self.switch.transition_s,
+                       "spread": self.switch.spread, "stall_while_relocking": self.switch.stall_while_relocking,
+                       "source": self.switch.source},
+            "sources": dict(self.sources),
+        }
+
+
+def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
+    return tuple(range(lo, hi + 1, step))
+
+
+_HF = "hardware_facts (shared/reference/hardware_facts.md)"
+_FIT = "fitted by scripts/calibrate_rtx3080ti.py to Spaan et al. 2026 Table 1 / Figure 5"
+_VELICKA = "Velička et al., IPDPSW 2025 (arXiv:2502.20075): ~6 ms on GH200/H200; host/transition split is an assumption"
+_V100 = ("assumption for Ampere: a public V100 benchmark of nvmlDeviceSetGpuLockedClocks (call ~4.5 ms, clock in effect "
+         "~20 ms later); no Ampere latency is published in a form we could read (hardware_facts)")
+
+_AMPERE_SWITCH = SwitchModel(host_call_s=4.5e-3, transition_s=20e-3, spread=0.25, source=_V100)
+_HOPPER_SWITCH = SwitchModel(host_call_s=1.5e-3, transition_s=4.5e-3, spread=0.25, source=_VELICKA)
+
+# The RTX 3080 Ti constants marked _FIT come from the calibration script (rerun it to print them again).
+RTX3080TI = GpuSpec(
+    name="rtx3080ti", full_name="NVIDIA GeForce RTX 3080 Ti", arch="Ampere (GA102)",
+    core_clocks_mhz=_clocks(210, 2100), mem_clocks_mhz=(405, 810, 5001, 9251, 9501),
+    mem_max_core_mhz=((405, 420),), quirk_mem_fallback_mhz=((405, 810),),
+    boost_core_mhz=1900, power_limit_w=350.0, cap_w=342.0, idle_power_w=76.769,
+    v_min=0.6914, v_max=1.0, vf_knee_mhz=1680.0,
+    # 912 GB/s at 9501 (384-bit × 19 Gbps), ∝ clock for 5001/9251; 405/810 run in a low-power mode, fitted
+    mem_bandwidth_gbs=(30.43, 176.40, 480.00, 888.00, 912.00),
+    core_power_w=215.0, mem_power_w=(0.059, 1.287, 9.745, 36.872, 61.092),
+    auto_mem_extra_w=7.475, mem_traffic_power_w=45.0, smooth_p=16.280, peak_tflops=34.1,
+    switch=_AMPERE_SWITCH,
+    sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF), ("mem_max_core_mhz", _HF), ("power_limit_w", _HF),
+             ("mem_bandwidth_gbs", _HF + "; 405/810 MHz values " + _FIT), ("boost_core_mhz", _FIT), ("cap_w", _FIT),
+             ("idle_power_w", _FIT), ("v_min", _FIT), ("v_max", _FIT), ("vf_knee_mhz", _FIT),
+             ("core_power_w", _FIT), ("mem_power_w", _FIT), ("auto_mem_extra_w", _FIT), ("mem_traffic_power_w", _FIT), ("smooth_p", _FIT),
+             ("peak_tflops", "NVIDIA GA102 whitepaper: 34.1 TFLOP/s FP32 at boost"), ("switch", _V100)),
+)
+
+A100 = GpuSpec(
+    name="a100", full_name="NVIDIA A100 SXM4 80GB", arch="Ampere (GA100)",
+    core_clocks_mhz=_clocks(210, 1410), mem_clocks_mhz=(1593,), boost_core_mhz=1410,
+    power_limit_w=400.0, cap_w=396.0, idle_power_w=60.0, v_min=0.70, v_max=1.00, vf_knee_mhz=900.0,
+    mem_bandwidth_gbs=(2039.0,), core_power_w=260.0, mem_power_w=(40.0,), mem_traffic_power_w=60.0,
+    smooth_p=4.0, peak_tflops=312.0, switch=_AMPERE_SWITCH,
+    sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF + " (one memory clock, ml-energy/zeus #48)"),
+             ("power_limit_w", _HF), ("mem_bandwidth_gbs", "NVIDIA A100 datasheet (80 GB SXM4)"),
+             ("peak_tflops", "NVIDIA A100 datasheet, dense bf16"), ("switch", _V100)),
+)
+
+H100 = GpuSpec(
+    name="h100", full_name="NVIDIA H100 SXM", arch="Hopper (GH100)",
+    core_clocks_mhz=_clocks(345, 1980), mem_clocks_mhz=(2619,), boost_core_mhz=1980,
+    power_limit_w=700.0, cap_w=698.0, idle_power_w=115.0, v_min=0.70, v_max=1.00, vf_knee_mhz=1200.0,
+    mem_bandwidth_gbs=(3350.0,), core_power_w=560.0, mem_power_w=(45.0,), mem_traffic_power_w=90.0,
+    smooth_p=4.0, peak_tflops=989.0, switch=_HOPPER_SWITCH,
+    sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF), ("power_limit_w", _HF),
+             ("mem_bandwidth_gbs", "NVIDIA H100 SXM datasheet"), ("peak_tflops", "NVIDIA H100 datasheet, dense bf16"),
+             ("switch", _VELICKA)),
+)
+
+# H200: clocks, limit and idle read off a real card (h200_probe.json); core_power_w chosen so that a large bf16 GEMM
+# (activity 1) exceeds the 700 W cap at 1980 MHz and settles near 1350-1700 MHz, as the probe saw.
+H200 = GpuSpec(
+    name="h200", full_name="NVIDIA H200 SXM", arch="Hopper (GH100)",
+    core_clocks_mhz=_clocks(345, 1980), mem_clocks_mhz=(2201, 3201), boost_core_mhz=1980,
+    power_limit_w=700.0, cap_w=698.0, idle_power_w=122.0, v_min=0.70, v_max=1.00, vf_knee_mhz=1200.0,
+    mem_bandwidth_gbs=(3300.0, 4800.0), core_power_w=760.0, mem_power_w=(30.0, 45.0), mem_traffic_power_w=110.0,
+    smooth_p=4.0, peak_tflops=989.0, switch=_HOPPER_SWITCH,
+    sources=(("core_clocks_mhz", _HF + ", read here (h200_probe.json)"), ("mem_clocks_mhz", "read here (NVML lists 2201 and 3201)"),
+             ("power_limit_w", "read here"), ("cap_w", "read here: 698 W under a bf16 GEMM"),
+             ("idle_power_w", "read here: 122 W at P0"), ("mem_bandwidth_gbs", "NVIDIA H200 datasheet 4.8 TB/s; 2201 MHz ∝ clock"),
+             ("core_power_w", "assumption anchored on the probe: a bf16 GEMM throttles to 1350–1980 MHz at 700 W"),
+             ("peak_tflops", "NVIDIA H200 datasheet, dense bf16"), ("switch", _VELICKA)),
+)
+
+B200 = GpuSpec(
+    name="b200", full_name="NVIDIA B200", arch="Blackwell (GB100)",
+    core_clocks_mhz=_clocks(345, 1965), mem_clocks_mhz=(3996,), boost_core_mhz=1965,
+    power_limit_w=1000.0, cap_w=995.0, idle_power_w=160.0, v_min=0.70, v_max=1.00, vf_knee_mhz=1200.0,
+    mem_bandwidth_gbs=(8000.0,), core_power_w=800.0, mem_power_w=(60.0,), mem_traffic_power_w=150.0,
+    smooth_p=4.0, peak_tflops=2250.0,
+    switch=SwitchModel(host_call_s=0.2e-3, transition_s=0.8e-3, spread=0.25,
+                       source="assumption: 'much faster than earlier parts' (Spaan et al.; hardware_facts); no published latency"),
+    sources=(("power_limit_w", _HF + " (~1000 W)"), ("mem_bandwidth_gbs", "NVIDIA B200 datasheet (8 TB/s)"),
+             ("peak_tflops", "NVIDIA B200 datasheet, dense bf16"), ("core_clocks_mhz", "assumption")),
+)
+
+# A hypothetical card with integrated voltage regulators: the RTX 3080 Ti's clocks and power, ns-scale switching.
+IVR = replace(
+    RTX3080TI, name="ivr", full_name="hypothetical RTX 3080 Ti with integrated voltage regulators", arch="hypothetical",
+    switch=SwitchModel(host_call_s=0.0, transition_s=100e-9, spread=0.0,
+                       source="Bharadwaj et al., 'Predict; Don't React', ASPLOS 2023: ns to µs with IVRs (simulated)"),
+)
+
+PRESETS: dict[str, GpuSpec] = {g.name: g for g in (RTX3080TI, A100, H100, H200, B200, IVR)}
+
+
+def gpu_names() -> list[str]:
+    return list(PRESETS)
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """A preset by name (case-insensitive)."""
+    g = PRESETS.get(name.lower().replace("-", "").replace(" ", "")) if isinstance(name, str) else None
+    if g is None:
+        raise InputError(f"unknown GPU {name!r}; the catalog has {', '.join(PRESETS)} (see `kdvfs gpu list`)")
+    return g

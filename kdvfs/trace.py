@@ -1,0 +1,382 @@
+"""Traces of training iterations: ``Kernel``, ``Segment``, ``Trace`` and the ``kdvfs-trace/1`` file format.
+
+A trace is the executed sequence of one training iteration, compressed: a segment is an ordered run of kernels with a
+``repeat`` count (a transformer layer's forward runs 24 times). ``Trace.instances()`` unrolls it. The file format is
+documented in ``docs/trace-format.md``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kdvfs.errors import FormatError
+
+__all__ = [
+    "CATEGORIES",
+    "FORMAT",
+    "PASSES",
+    "Kernel",
+    "Segment",
+    "Trace",
+    "load_trace",
+    "save_trace",
+    "trace_from_dict",
+    "trace_to_dict",
+]
+
+FORMAT = "kdvfs-trace/1"
+CATEGORIES = ("gemm", "attention", "norm", "elementwise", "reduction", "copy", "optimizer", "collective", "other")
+PASSES = ("forward", "backward", "optimizer", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One kernel of a trace.
+
+    Attributes:
+        name: kernel (or published) name.
+        category: one of ``CATEGORIES``.
+        time_s: duration of one invocation at the capture clocks, seconds.
+        energy_j: energy of one invocation at the capture clocks, joules, when it was measured.
+        flops: floating-point operations of one invocation, when known.
+        bytes: bytes moved through device memory by one invocation, when known.
+        grid: CUDA grid dimensions, when known.
+        block: CUDA block dimensions, when known.
+        stream: CUDA stream id at capture, when known.
+        op: the framework op that launched it (e.g. ``aten::addmm``), when known.
+    """
+
+    name: str
+    category: str
+    time_s: float
+    energy_j: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    grid: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    stream: int | None = None
+    op: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise FormatError(
+                f"kernel {self.name!r}: category {self.category!r} is not one of {', '.join(CATEGORIES)}; "
+                "use 'other' for kernels that fit none"
+            )
+        if not isinstance(self.time_s, (int, float)) or not math.isfinite(self.time_s) or self.time_s <= 0:
+            raise FormatError(
+                f"kernel {self.name!r}: time_s must be a positive number of seconds, got {self.time_s!r}; "
+                "drop the kernel or give its measured duration"
+            )
+        if self.energy_j is not None and (not math.isfinite(self.energy_j) or self.energy_j < 0):
+            raise FormatError(f"kernel {self.name!r}: energy_j must be ≥ 0 J, got {self.energy_j!r}; omit it if unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """An ordered run of kernels executed ``repeat`` times in a row.
+
+    Attributes:
+        name: unique within the trace (``forward_layer``).
+        kernels: the kernels in execution order.
+        repeat: how many times the run executes (≥ 1).
+        pass_name: which part of the iteration it belongs to: ``forward``, ``backward``, ``optimizer`` or ``other``.
+    """
+
+    name: str
+    kernels: tuple[Kernel, ...]
+    repeat: int = 1
+    pass_name: str = "other"
+
+    def __post_init__(self) -> None:
+        if not self.kernels:
+            raise FormatError(f"segment {self.name!r} has no kernels; remove it or add its kernels")
+        if not isinstance(self.repeat, int) or self.repeat < 1:
+            raise FormatError(f"segment {self.name!r}: repeat must be an integer ≥ 1, got {self.repeat!r}")
+        if self.pass_name not in PASSES:
+            raise FormatError(f"segment {self.name!r}: pass {self.pass_name!r} is not one of {', '.join(PASSES)}")
+
+    @property
+    def time_s(self) -> float:
+        """Time of one repetition at the capture clocks, seconds."""
+        return float(sum(k.time_s for k in self.kernels))
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """One training iteration as segments in execution order, plus where it came from.
+
+    Attributes:
+        name: short identifier (``gpt3xl-llmc-rtx3080ti``).
+        segments: segments in execution order.
+        model: the model trained (``GPT-3 XL``).
+        batch_size: sequences per step.
+        seq_len: tokens per sequence.
+        gpu: the GPU it was captured on.
+        capture_core_mhz: core clock at capture; ``None`` means the driver's own choice (auto).
+        capture_mem_mhz: memory clock at capture; ``None`` means auto.
+        source: who measured it, how.
+        licence: licence of the data.
+        notes: anything else (precision, software versions).
+    """
+
+    name: str
+    segments: tuple[Segment, ...]
+    model: str = ""
+    batch_size: int | None = None
+    seq_len: int | None = None
+    gpu: str = ""
+    capture_core_mhz: int | None = None
+    capture_mem_mhz: int | None = None
+    source: str = ""
+    licence: str = ""
+    notes: str = ""
+    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            raise FormatError(f"trace {self.name!r} has no segments; a trace needs at least one kernel")
+        names = [s.name for s in self.segments]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise FormatError(f"trace {self.name!r}: segment names must be unique, repeated: {', '.join(dup)}")
+
+    # ------------------------------------------------------------------ views
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        """Distinct kernels (each segment's kernels once), in segment order."""
+        return tuple(k for s in self.segments for k in s.kernels)
+
+    @property
+    def kernel_keys(self) -> tuple[str, ...]:
+        """Stable identifiers ``segment.index`` of ``kernels``; profiles and schedules refer to these."""
+        if "keys" not in self._cache:
+            self._cache["keys"] = tuple(f"{s.name}.{i}" for s in self.segments for i in range(len(s.kernels)))
+        return self._cache["keys"]
+
+    @property
+    def kernel_segment(self) -> np.ndarray:
+        """Segment index of each distinct kernel."""
+        return np.repeat(np.arange(len(self.segments)), [len(s.kernels) for s in self.segments])
+
+    @property
+    def repeats(self) -> np.ndarray:
+        """How many instances each distinct kernel has in one iteration."""
+        return np.repeat([s.repeat for s in self.segments], [len(s.kernels) for s in self.segments]).astype(np.int64)
+
+    def instances(self) -> np.ndarray:
+        """Indices into ``kernels`` of every executed kernel instance, in execution order."""
+        if "inst" not in self._cache:
+            parts = []
+            start = 0
+            for s in self.segments:
+                idx = np.arange(start, start + len(s.kernels))
+                parts.append(np.tile(idx, s.repeat))
+                start += len(s.kernels)
+            arr = np.concatenate(parts).astype(np.int64)
+            arr.setflags(write=False)
+            self._cache["inst"] = arr
+        return self._cache["inst"]
+
+    def instance_segments(self) -> np.ndarray:
+        """Segment index of every executed instance."""
+        return self.kernel_segment[self.instances()]
+
+    @property
+    def times_s(self) -> np.ndarray:
+        """Capture time of each distinct kernel, seconds."""
+        return np.array([k.time_s for k in self.kernels], dtype=float)
+
+    @property
+    def total_time_s(self) -> float:
+        """Time of one iteration at the capture clocks, seconds."""
+        return float(np.dot(self.times_s, self.repeats))
+
+    @property
+    def total_energy_j(self) -> float | None:
+        """Energy of one iteration at the capture clocks, when every kernel carries one."""
+        if any(k.energy_j is None for k in self.kernels):
+            return None
+        return float(np.dot([k.energy_j for k in self.kernels], self.repeats))
+
+    def kernel_index(self, key: str) -> int:
+        try:
+            return self.kernel_keys.index(key)
+        except ValueError:
+            raise FormatError(f"trace {self.name!r} has no kernel {key!r}; keys look like {self.kernel_keys[0]!r}") from None
+
+    def summary(self) -> dict[str, Any]:
+        """What ``kdvfs trace show --json`` prints."""
+        rep = self.repeats
+        t = self.times_s
+        cat_time: dict[str, float] = {}
+        for k, r in zip(self.kernels, rep):
+            cat_time[k.category] = cat_time.get(k.category, 0.0) + k.time_s * r
+        total = self.total_time_s
+        layer = max(self.segments, key=lambda s: (s.repeat, len(s.kernels)))
+        energy = self.total_energy_j
+        return {
+            "name": self.name,
+            "model": self.model,
+            "batch_size": self.batch_size,
+            "seq_len": self.seq_len,
+            "gpu": self.gpu,
+            "capture_core_mhz": self.capture_core_mhz,
+            "capture_mem_mhz": self.capture_mem_mhz,
+            "source": self.source,
+            "licence": self.licence,
+            "kernels": len(t),
+            "instances": int(rep.sum()),
+            "kernels_per_layer": len(layer.kernels) if layer.repeat > 1 else None,
+            "total_time_s": total,
+            "total_energy_j": energy,
+            "segments": [
+                {"name": s.name, "pass": s.pass_name, "repeat": s.repeat, "kernels": len(s.kernels),
+                 "time_s": s.time_s * s.repeat, "time_per_repeat_s": s.time_s}
+                for s in self.segments
+            ],
+            "category_time_share": {c: v / total for c, v in sorted(cat_time.items(), key=lambda kv: -kv[1])},
+        }
+
+
+# ---------------------------------------------------------------------- file format
+_KERNEL_FIELDS = ("name", "category", "time_s", "energy_j", "flops", "bytes", "grid", "block", "stream", "op")
+
+
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """The ``kdvfs-trace/1`` document of a trace."""
+    def kernel(k: Kernel) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for f in _KERNEL_FIELDS:
+            v = getattr(k, f)
+            if v is not None:
+                d[f] = list(v) if isinstance(v, tuple) else v
+        return d
+
+    return {
+        "format": FORMAT,
+        "name": trace.name,
+        "model": trace.model,
+        "batch_size": trace.batch_size,
+        "seq_len": trace.seq_len,
+        "gpu": trace.gpu,
+        "capture_clocks": {"core_mhz": trace.capture_core_mhz, "mem_mhz": trace.capture_mem_mhz},
+        "source": trace.source,
+        "licence": trace.licence,
+        "notes": trace.notes,
+        "segments": [
+            {"name": s.name, "pass": s.pass_name, "repeat": s.repeat, "kernels": [kernel(k) for k in s.kernels]}
+            for s in trace.segments
+        ],
+    }
+
+
+def _need(d: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in d:
+        raise FormatError(f"{where}: missing field {key!r}; see docs/trace-format.md")
+    v = d[key]
+    if not isinstance(v, kind) or isinstance(v, bool):
+        raise FormatError(f"{where}: field {key!r} has the wrong type ({type(v).__name__}: {v!r}); see docs/trace-format.md")
+    return v
+
+
+def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
+    """Validate a ``kdvfs-trace/1`` document and build the trace."""
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{where}: expected a JSON object at the top level, got {type(doc).__name__}")
+    fmt = doc.get("format")
+    if fmt != FORMAT:
+        if isinstance(fmt, str) and fmt.startswith("kdvfs-trace/"):
+            raise FormatError(
+                f"{where}: format {fmt!r} is newer than this kdvfs understands ({FORMAT}); upgrade kdvfs "
+                "(pip install -U kdvfs) or re-export the trace"
+            )
+        raise FormatError(
+            f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {FORMAT!r}); "
+            "to read a PyTorch profiler trace use `kdvfs trace import FILE -o OUT.json`"
+        )
+    segs = []
+    for si, sd in enumerate(_need(doc, "segments", where, list)):
+        sw = f"{where}: segment {si}"
+        if not isinstance(sd, Mapping):
+            raise FormatError(f"{sw}: expected an object")
+        kernels = []
+        for ki, kd in enumerate(_need(sd, "kernels", sw, list)):
+            kw = f"{sw} kernel {ki}"
+            if not isinstance(kd, Mapping):
+                raise FormatError(f"{kw}: expected an object")
+            if "time_s" not in kd or kd["time_s"] is None:
+                raise FormatError(f"{kw}: missing duration 'time_s'; every kernel needs its measured time in seconds")
+            extra = {f: kd.get(f) for f in _KERNEL_FIELDS[3:]}
+            for f in ("grid", "block"):
+                if extra[f] is not None:
+                    extra[f] = tuple(int(x) for x in extra[f])
+            try:
+                kernels.append(Kernel(
+                    name=str(_need(kd, "name", kw, str)), category=str(kd.get("category", "other")),
+                    time_s=float(_need(kd, "time_s", kw, (int, float))), **extra,
+                ))
+            except FormatError as e:
+                raise FormatError(f"{kw}: {e}") from None
+        segs.append(Segment(
+            name=str(_need(sd, "name", sw, str)), kernels=tuple(kernels),
+            repeat=int(_need(sd, "repeat", sw, int)), pass_name=str(sd.get("pass", "other")),
+        ))
+    clocks = doc.get("capture_clocks") or {}
+    return Trace(
+        name=str(doc.get("name", "")), segments=tuple(segs), model=str(doc.get("model", "")),
+        batch_size=doc.get("batch_size"), seq_len=doc.get("seq_len"), gpu=str(doc.get("gpu", "")),
+        capture_core_mhz=clocks.get("core_mhz"), capture_mem_mhz=clocks.get("mem_mhz"),
+        source=str(doc.get("source", "")), licence=str(doc.get("licence", "")), notes=str(doc.get("notes", "")),
+    )
+
+
+def read_json_document(path: Path, what: str) -> Any:
+    """Read a JSON file, gzipped when its name ends in ``.gz``, with one clear error for every way it can fail."""
+    path = Path(path)
+    if not path.exists():
+        raise FormatError(f"{what} file {str(path)!r} does not exist; check the path")
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw.decode("utf-8"))
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise FormatError(f"{what} file {str(path)!r} is not readable gzip/JSON ({e}); the file may be truncated — re-export it") from None
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what} file {str(path)!r} is not UTF-8 text ({e}); is it the right file?") from None
+    except json.JSONDecodeError as e:
+        raise FormatError(
+            f"{what} file {str(path)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+            "the file may be truncated — re-export it"
+        ) from None
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Load and validate a ``kdvfs-trace/1`` file (plain or ``.gz``)."""
+    return trace_from_dict(read_json_document(Path(path), "trace"), where=f"trace file {str(path)!r}")
+
+
+def save_trace(trace: Trace, path: str | Path) -> Path:
+    """Write a trace; gzipped when the name ends in ``.gz``. Written atomically (temp file + rename)."""
+    path = Path(path)
+    text = json.dumps(trace_to_dict(trace), indent=1, sort_keys=False) + "\n"
+    data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def segments_from_pairs(pairs: Iterable[tuple[str, str, int, list[Kernel]]]) -> tuple[Segment, ...]:
+    """Build segments from ``(name, pass, repeat, kernels)`` tuples."""
+    return tuple(Segment(name=n, pass_name=p, repeat=r, kernels=tuple(ks)) for n, p, r, ks in pairs)
