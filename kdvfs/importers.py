@@ -27,6 +27,7 @@ __all__ = ["KinetoImport", "categorize", "import_kineto", "import_spaan_csv", "L
 log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "kdvfs:"
+OP_PREFIX = "kdvfs.op:"
 
 # Order matters: the first rule that matches wins (flash-attention kernels also contain "gemm"-like words).
 _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -146,7 +147,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     events = doc.get("traceEvents") if isinstance(doc, Mapping) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         raise FormatError(f"{str(path)!r} has no 'traceEvents' list: it is not a PyTorch profiler (Chrome) trace")
-    gpu, runtime, cpu_ops, labels, steps = [], {}, defaultdict(list), [], []
+    gpu, runtime, cpu_ops, labels, steps, stages = [], {}, defaultdict(list), [], [], []
     for ev in events:
         if not isinstance(ev, Mapping) or ev.get("ph") != "X":
             continue
@@ -162,6 +163,8 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
             ts, dur = float(ev.get("ts", 0)), float(ev.get("dur", 0))
             if nm.startswith(LABEL_PREFIX):
                 labels.append((ts, ts + dur, nm[len(LABEL_PREFIX):]))
+            elif nm.startswith(OP_PREFIX):
+                stages.append((ts, ts + dur, nm[len(OP_PREFIX):]))
             elif nm.startswith("ProfilerStep#"):
                 steps.append((ts, ts + dur, nm))
             else:
@@ -198,6 +201,8 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
             gpu = kept
     labels.sort()
     label_starts = [s for s, _, _ in labels]
+    stages.sort()
+    stage_starts = [s for s, _, _ in stages]
     for v in cpu_ops.values():
         v.sort()
     op_starts = {k: [s for s, _, _ in v] for k, v in cpu_ops.items()}
@@ -215,6 +220,10 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
         if labels and lt is not None:
             lab = _containing(labels, label_starts, lt)
             seg = lab[-1] if lab else None
+        if stages and lt is not None:
+            st = _containing(stages, stage_starts, lt)
+            if st:
+                op = f"stage:{st[-1]}"
         if seg is None and not labels:
             if any(_OPTIMIZER.search(a) for a in anc):
                 seg = "optimizer"

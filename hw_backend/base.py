@@ -1,0 +1,112 @@
+"""The ``GpuBackend`` protocol, the capability record, and ``ClockGuard``, which always undoes clock changes."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Capabilities", "ClockGuard", "GpuBackend"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend can do on its card.
+
+    Attributes:
+        name: the card's name.
+        energy_counter: whether the total-energy counter is available.
+        can_set_clocks: whether this process may lock clocks (root / CAP_SYS_ADMIN, supported card).
+        observe_only: whether the backend refuses every write.
+        mig: whether MIG mode is on (power and energy cannot be metered per slice).
+        supported: memory clock → supported core clocks, MHz.
+        power_limit_w: current power limit.
+        reason: why clocks cannot be set, when they cannot.
+    """
+
+    name: str
+    energy_counter: bool
+    can_set_clocks: bool
+    observe_only: bool
+    mig: bool
+    supported: dict[int, tuple[int, ...]]
+    power_limit_w: float
+    reason: str = ""
+
+
+@runtime_checkable
+class GpuBackend(Protocol):
+    """A narrow view of one GPU, in domain units."""
+
+    name: str
+
+    def capabilities(self) -> Capabilities: ...
+
+    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int) -> None: ...
+
+    def reset_clocks(self) -> None: ...
+
+    def energy_mj(self) -> int: ...
+
+    def power_mw(self) -> int: ...
+
+    def clocks_mhz(self) -> tuple[int, int]: ...
+
+
+class ClockGuard:
+    """Context manager that restores the card's default clocks on every exit path.
+
+    Normal exit, exceptions, SIGINT and SIGTERM (the handlers reset, then behave as before: KeyboardInterrupt or
+    exit status 128 + signal), and interpreter exit (atexit) all call ``backend.reset_clocks()`` once, if anything was
+    changed through ``set``.
+    """
+
+    def __init__(self, backend: GpuBackend) -> None:
+        self.backend = backend
+        self.changed = False
+        self._old: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def set(self, core_mhz: int, mem_mhz: int) -> None:
+        self.changed = True
+        self.backend.set_clocks_mhz(core_mhz, mem_mhz)
+
+    def restore(self) -> None:
+        with self._lock:
+            if self.changed:
+                try:
+                    self.backend.reset_clocks()
+                    log.info("clocks of %s restored to defaults", self.backend.name)
+                finally:
+                    self.changed = False
+
+    def _handler(self, signum, frame):  # noqa: ARG002
+        self.restore()
+        old = self._old.get(signum)
+        if signum == signal.SIGINT and (old is None or old in (signal.SIG_DFL, signal.default_int_handler)):
+            raise KeyboardInterrupt
+        if callable(old):
+            return old(signum, frame)
+        raise SystemExit(128 + signum)
+
+    def __enter__(self) -> ClockGuard:
+        atexit.register(self.restore)
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.getsignal(s)
+                signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.restore()
+        finally:
+            for s, h in self._old.items():
+                signal.signal(s, h)
+            self._old.clear()
+            atexit.unregister(self.restore)

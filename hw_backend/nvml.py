@@ -1,0 +1,166 @@
+"""``NvmlBackend``: the GPU through nvidia-ml-py (module ``pynvml``) — or through any pynvml-shaped object such as
+``hw_backend.fake.FakeNvml``. NVML errors are translated here, once, into kdvfs errors that say how to fix them.
+
+Clocks are locked as the study did: the core as a range [lowest supported, target] (the card may still throttle
+below the target), the memory at one value; both are read back. ``observe_only=True`` (the default) refuses every
+write with ``ObserveOnlyError`` before anything reaches the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from kdvfs.errors import HardwareError, InputError, NoGpuError, ObserveOnlyError, PermissionDeniedError, UnsupportedClockError
+from hw_backend.base import Capabilities
+
+__all__ = ["NvmlBackend", "load_pynvml"]
+
+log = logging.getLogger(__name__)
+
+# pynvml's numeric codes (nvml.h)
+_NO_PERMISSION, _NOT_SUPPORTED, _UNINITIALIZED, _LIB_NOT_FOUND, _DRIVER_NOT_LOADED, _GPU_LOST = 4, 3, 1, 12, 9, 15
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+
+def load_pynvml():
+    """The real pynvml module, or ``NoGpuError``."""
+    try:
+        import pynvml
+    except ImportError:
+        raise NoGpuError("nvidia-ml-py is not installed: `pip install nvidia-ml-py`") from None
+    return pynvml
+
+
+class NvmlBackend:
+    """One GPU through NVML (an engine: it holds the handle).
+
+    Args:
+        nvml: the pynvml module or a pynvml-shaped fake.
+        index: GPU index.
+        observe_only: refuse every write (the default; the lent H200 is only ever used so).
+    """
+
+    def __init__(self, nvml: Any = None, index: int = 0, observe_only: bool = True) -> None:
+        self.nvml = nvml if nvml is not None else load_pynvml()
+        self.observe_only = observe_only
+        self._call(self.nvml.nvmlInit, what="initialise NVML")
+        count = self._call(self.nvml.nvmlDeviceGetCount, what="count GPUs")
+        if count < 1:
+            raise NoGpuError("NVML sees no GPU; check `nvidia-smi`")
+        if not 0 <= index < count:
+            raise InputError(f"GPU index {index} does not exist: NVML sees {count} GPU(s), 0–{count - 1}")
+        self.handle = self._call(self.nvml.nvmlDeviceGetHandleByIndex, index, what="open the GPU")
+        nm = self._call(self.nvml.nvmlDeviceGetName, self.handle, what="read the name")
+        self.name = nm.decode() if isinstance(nm, bytes) else str(nm)
+        self._caps: Capabilities | None = None
+
+    # ------------------------------------------------------------------ errors, once
+    def _call(self, fn: Callable, *args, what: str) -> Any:
+        err_type = getattr(self.nvml, "NVMLError", None)
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 — only NVMLError is translated, the rest re-raised
+            if err_type is None or not isinstance(e, err_type):
+                raise
+            code = getattr(e, "value", None)
+            if code == _NO_PERMISSION:
+                raise PermissionDeniedError(
+                    f"NVML refused to {what}: no permission. Locking clocks needs root or CAP_SYS_ADMIN "
+                    "(run with sudo, or `sudo setcap cap_sys_admin+ep $(which python3)`)"
+                ) from e
+            if code == _NOT_SUPPORTED:
+                raise HardwareError(f"NVML cannot {what} on this GPU: not supported ({e}); locked clocks need Volta or "
+                                    "newer, locked memory clocks Ampere or newer") from e
+            if code in (_LIB_NOT_FOUND, _DRIVER_NOT_LOADED, _UNINITIALIZED):
+                raise NoGpuError(f"NVML is not usable ({e}): is the NVIDIA driver installed and loaded? Check `nvidia-smi`") from e
+            if code == _GPU_LOST:
+                raise HardwareError(f"the GPU fell off the bus while trying to {what} ({e}); the machine needs attention") from e
+            raise HardwareError(f"NVML failed to {what}: {e}") from e
+
+    def _write(self, what: str) -> None:
+        if self.observe_only:
+            raise ObserveOnlyError(
+                f"refused to {what}: this backend is observe-only; pass --allow-clock-control (on a card you may "
+                "change) to let kdvfs lock clocks"
+            )
+
+    # ------------------------------------------------------------------ reads
+    def capabilities(self) -> Capabilities:
+        if self._caps is not None:
+            return self._caps
+        n, h = self.nvml, self.handle
+        try:
+            mig = bool(self._call(n.nvmlDeviceGetMigMode, h, what="read MIG mode")[0])
+        except HardwareError:
+            mig = False
+        try:
+            self._call(n.nvmlDeviceGetTotalEnergyConsumption, h, what="read the energy counter")
+            energy = True
+        except HardwareError:
+            energy = False
+        supported: dict[int, tuple[int, ...]] = {}
+        for m in self._call(n.nvmlDeviceGetSupportedMemoryClocks, h, what="list memory clocks"):
+            cores = self._call(n.nvmlDeviceGetSupportedGraphicsClocks, h, m, what="list core clocks")
+            supported[int(m)] = tuple(sorted(int(c) for c in cores))
+        limit = self._call(n.nvmlDeviceGetPowerManagementLimit, h, what="read the power limit") / 1000.0
+        reason = ""
+        can = not self.observe_only and not mig
+        if self.observe_only:
+            reason = "observe-only backend"
+        elif mig:
+            reason = "MIG is on: slices cannot be metered for power or energy; disable MIG to use kdvfs on this GPU"
+        elif hasattr(os, "geteuid") and os.geteuid() != 0 and not getattr(n, "is_fake", False):
+            reason = "not root: locking clocks needs root or CAP_SYS_ADMIN"
+        self._caps = Capabilities(self.name, energy, can and not reason, self.observe_only, mig, supported, limit, reason)
+        return self._caps
+
+    def energy_mj(self) -> int:
+        return int(self._call(self.nvml.nvmlDeviceGetTotalEnergyConsumption, self.handle, what="read the energy counter"))
+
+    def power_mw(self) -> int:
+        return int(self._call(self.nvml.nvmlDeviceGetPowerUsage, self.handle, what="read power"))
+
+    def clocks_mhz(self) -> tuple[int, int]:
+        c = self._call(self.nvml.nvmlDeviceGetClockInfo, self.handle, NVML_CLOCK_SM, what="read the SM clock")
+        m = self._call(self.nvml.nvmlDeviceGetClockInfo, self.handle, NVML_CLOCK_MEM, what="read the memory clock")
+        return int(c), int(m)
+
+    # ------------------------------------------------------------------ writes
+    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int) -> None:
+        """Lock core to [lowest, core_mhz] and memory to mem_mhz; verify by reading back."""
+        self._write(f"set clocks {core_mhz}/{mem_mhz} MHz")
+        caps = self.capabilities()
+        if caps.mig:
+            raise HardwareError(caps.reason)
+        if mem_mhz not in caps.supported:
+            raise UnsupportedClockError(
+                f"memory clock {mem_mhz} MHz is not supported by {self.name}; supported: "
+                f"{', '.join(map(str, sorted(caps.supported)))} MHz")
+        cores = caps.supported[mem_mhz]
+        if core_mhz not in cores:
+            raise UnsupportedClockError(
+                f"core clock {core_mhz} MHz is not supported by {self.name} with memory {mem_mhz} MHz "
+                f"({cores[0]}–{cores[-1]} MHz, {len(cores)} values); pick one of them")
+        n, h = self.nvml, self.handle
+        self._call(n.nvmlDeviceSetMemoryLockedClocks, h, mem_mhz, mem_mhz, what=f"lock the memory clock at {mem_mhz} MHz")
+        self._call(n.nvmlDeviceSetGpuLockedClocks, h, cores[0], core_mhz, what=f"lock the core clock at ≤ {core_mhz} MHz")
+        core_now, mem_now = self.clocks_mhz()
+        if core_now > core_mhz + 15:
+            raise HardwareError(f"read-back: core clock is {core_now} MHz after locking at ≤ {core_mhz} MHz; "
+                                "the driver did not apply the lock (run `kdvfs reset-clocks` and retry)")
+        log.debug("clocks locked at %d/%d MHz (now %d/%d)", core_mhz, mem_mhz, core_now, mem_now)
+
+    def reset_clocks(self) -> None:
+        self._write("reset clocks")
+        n, h = self.nvml, self.handle
+        self._call(n.nvmlDeviceResetGpuLockedClocks, h, what="reset the core clock")
+        self._call(n.nvmlDeviceResetMemoryLockedClocks, h, what="reset the memory clock")
+
+    def close(self) -> None:
+        try:
+            self._call(self.nvml.nvmlShutdown, what="shut NVML down")
+        except HardwareError:
+            pass
