@@ -33,8 +33,9 @@ OP_PREFIX = "kdvfs.op:"
 _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("collective", re.compile(r"nccl|all_?reduce|reduce_?scatter|all_?gather|broadcast", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa|attn|mha_", re.I)),
-    ("optimizer", re.compile(r"adam|multi_tensor|sgd|lamb|optim|fused_adam", re.I)),
-    ("norm", re.compile(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|\bnorm", re.I)),
+    # "lamb" must not match the "lambda" in every templated PyTorch kernel name
+    ("optimizer", re.compile(r"adam|multi_tensor|\bsgd|\blamb\b|optimizer|fused_adam", re.I)),
+    ("norm", re.compile(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|gammabeta|\bnorm", re.I)),
     ("gemm", re.compile(r"gemm|gemv|cutlass|cublas|xmma|nvjet|wgmma|matmul|^sm\d+_|ampere_|volta_|turing_|hopper_|\bmm\b|dot_", re.I)),
     ("copy", re.compile(r"memcpy|memset|copy|permute|transpose|cat_|concat|index|gather|scatter|embedding|unfold", re.I)),
     ("reduction", re.compile(r"reduce|softmax|sum|mean|max_|argmax|nll|cross_entropy|norm_kernel|bias reduce", re.I)),

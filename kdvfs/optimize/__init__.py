@@ -1,0 +1,18 @@
+"""Optimisers: clock schedules from a trace and a profile.
+
+- ``problem`` — the per-kernel time/energy tables and the auto reference (``Problem``, ``Allocation``).
+- ``knapsack`` — kernel-level choice: fast Lagrangian-hull solver, exact MILP, local choice.
+- ``granularity`` — objectives (waste, EDP, ED²P, energy) × granularities (static, pass, kernel) × scopes.
+- ``switchaware`` — joint choice of clocks and switch points under a switch-latency model (dynamic programming).
+- ``frontier`` — the time–energy curve over a range of tolerated slowdowns.
+"""
+
+from kdvfs.optimize.frontier import frontier
+from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, optimize
+from kdvfs.optimize.problem import OBJECTIVES, Allocation, Problem
+from kdvfs.optimize.switchaware import evaluate_with_switching, switch_aware
+
+__all__ = sorted([
+    "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "evaluate_with_switching", "frontier", "optimize",
+    "switch_aware",
+])

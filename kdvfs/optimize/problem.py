@@ -1,0 +1,143 @@
+"""The optimisation problem: per-kernel time and energy over the profile's settings, repeats, and the auto reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kdvfs.errors import InfeasibleError, InputError
+from kdvfs.gpus import AUTO
+from kdvfs.profile import Profile
+from kdvfs.schedule import Schedule
+from kdvfs.trace import Trace
+
+__all__ = ["Problem", "Allocation", "OBJECTIVES"]
+
+OBJECTIVES = ("waste", "edp", "ed2p", "energy")
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """How many instances of each kernel run at each setting: ``counts[k]`` maps setting index → count.
+
+    Attributes:
+        counts: per kernel, {setting index: instances}.
+        solver: which solver produced it.
+        bound_energy_j: proven lower bound on the optimum (or None).
+    """
+
+    counts: tuple[dict[int, int], ...]
+    solver: str
+    bound_energy_j: float | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Attributes:
+        trace: the trace.
+        profile: the profile, rows in the trace's kernel order.
+        T, E: time and energy per kernel and setting (kernels × settings).
+        r: instances per kernel.
+        auto: index of the (auto, auto) setting.
+    """
+
+    trace: Trace
+    profile: Profile
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profile", self.profile.for_trace(self.trace))
+
+    @property
+    def T(self) -> np.ndarray:
+        return self.profile.time_s
+
+    @property
+    def E(self) -> np.ndarray:
+        return self.profile.energy_j
+
+    @property
+    def r(self) -> np.ndarray:
+        return self.trace.repeats
+
+    @property
+    def auto(self) -> int:
+        return self.profile.auto_index
+
+    @property
+    def auto_time_s(self) -> float:
+        return float(self.r @ self.T[:, self.auto])
+
+    @property
+    def auto_energy_j(self) -> float:
+        return float(self.r @ self.E[:, self.auto])
+
+    @property
+    def fastest_time_s(self) -> float:
+        return float(self.r @ self.T.min(axis=1))
+
+    def budget(self, slack_pct: float) -> float:
+        """Time bound for a tolerated slowdown; a clear error when no schedule can meet it."""
+        b = self.auto_time_s * (1 + slack_pct / 100.0)
+        fastest = self.fastest_time_s
+        if b < fastest * (1 - 1e-12):
+            lo = 100 * (fastest / self.auto_time_s - 1)
+            raise InfeasibleError(
+                f"slack {slack_pct:+.3f} % asks for {b:.6g} s, below the fastest possible {fastest:.6g} s "
+                f"({lo:+.3f} % vs auto) over this profile's settings; use --slack ≥ {lo:.3f}"
+            )
+        return b
+
+    def evaluate(self, alloc: Allocation) -> tuple[float, float]:
+        t = e = 0.0
+        for k, cnt in enumerate(alloc.counts):
+            for s, n in cnt.items():
+                t += n * self.T[k, s]
+                e += n * self.E[k, s]
+        return t, e
+
+    def to_schedule(self, alloc: Allocation, *, objective: str, slack_pct: float, granularity: str, scope: str,
+                    switch_model: dict | None = None) -> Schedule:
+        """Per-instance clocks: each kernel's instances take its settings in order of the allocation."""
+        inst = self.trace.instances()
+        seen = np.zeros(len(self.r), dtype=np.int64)
+        # expand each kernel's allocation into an ordered list of setting indices
+        seqs = []
+        for cnt in alloc.counts:
+            seq = []
+            for s in sorted(cnt, key=lambda s: -cnt[s]):
+                seq += [s] * cnt[s]
+            seqs.append(seq)
+        sidx = np.empty(len(inst), dtype=np.int64)
+        for i, k in enumerate(inst):
+            sidx[i] = seqs[k][seen[k]]
+            seen[k] += 1
+        st = np.array(self.profile.settings)
+        t, e = self.evaluate(alloc)
+        core, mem = st[sidx, 0], st[sidx, 1]
+        sw = int(((np.diff(core) != 0) | (np.diff(mem) != 0)).sum())
+        pred = {"time_s": t, "energy_j": e, "time_change_pct": 100 * (t / self.auto_time_s - 1),
+                "energy_change_pct": 100 * (e / self.auto_energy_j - 1), "switches": sw}
+        gap = None
+        if alloc.bound_energy_j:
+            gap = 100 * max(e - alloc.bound_energy_j, 0.0) / alloc.bound_energy_j
+        return Schedule(trace=self.trace.name, gpu=self.profile.gpu, core_mhz=core, mem_mhz=mem, objective=objective,
+                        slack_pct=slack_pct, granularity=granularity, scope=scope, solver=alloc.solver, predicted=pred,
+                        auto={"time_s": self.auto_time_s, "energy_j": self.auto_energy_j},
+                        bound_energy_j=alloc.bound_energy_j, gap_pct=gap, switch_model=switch_model or {})
+
+    def uniform(self, setting: int, solver: str) -> Allocation:
+        return Allocation(tuple({setting: int(n)} for n in self.r), solver)
+
+    def instance_setting_index(self, sched: Schedule) -> np.ndarray:
+        """Profile setting index of every instance of a schedule (error for settings the profile lacks)."""
+        return np.array([self.profile.setting_index(c, m) for c, m in zip(sched.core_mhz.tolist(), sched.mem_mhz.tolist())])
+
+
+def check_objective(obj: str) -> str:
+    if obj not in OBJECTIVES:
+        raise InputError(f"objective {obj!r} is not one of {', '.join(OBJECTIVES)}")
+    return obj
+
+
+_ = AUTO
