@@ -35,7 +35,7 @@ def foreign_trace(out: Path) -> None:
     x = torch.randn(8, 512, 1024, device="cuda")
     tgt = torch.randn(8, 512, 1024, device="cuda")
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=3, active=1)) as prof:
+    with torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=3, active=1, repeat=1)) as prof:
         for _ in range(4):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 y = head(model(x, is_causal=False))
@@ -57,6 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--window", type=float, default=5.0)
+    ap.add_argument("--only-foreign", action="store_true", help="record only the foreign (unlabelled) trace")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -67,6 +68,9 @@ def main() -> int:
     from hw_backend.workloads import BlockConfig, BlockWorkload
     from kdvfs.record import record
 
+    if a.only_foreign:
+        foreign_trace(out / "foreign-transformer.kineto.json.gz")
+        return 0
     res: dict = {"command": "python scripts/h200_observe.py OUT --window %g" % a.window, "torch": torch.__version__}
     t0 = time.time()
     import traceback
