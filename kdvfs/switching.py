@@ -73,43 +73,50 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
     n = len(setting)
     base_t = float(t_inst.sum())
     base_e = float((t_inst * p_inst).sum())
+    per_t = np.zeros(n)
+    per_e = np.zeros(n)
     if n == 0:
-        return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0}
+        return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
+                "extra_time_s": per_t, "extra_energy_j": per_e}
     cur = int(setting[0]) if start_setting is None else int(start_setting)
-    change = np.nonzero(np.diff(np.concatenate([[cur], setting])) != 0)[0]
-    stall = costs.stall_s(mechanism, sw)
-    tr = sw.transition_s
-    extra_t = extra_e = 0.0
-    # Walk switch points; between them instances run at their own setting (already in base).
-    eff = cur  # setting in effect; a new switch point first completes any transition still pending
-    for j, i in enumerate(change):
-        new = int(setting[i])
+    prev_setting = np.concatenate([[cur], setting[:-1]])
+    change = np.nonzero(setting != prev_setting)[0]
+    m = len(change)
+    if m:
+        stall = costs.stall_s(mechanism, sw)
+        # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
+        # run's requested setting (a new switch first completes any transition still pending)
+        old_of_run = prev_setting[change]
+        run_id = np.cumsum(np.isin(np.arange(n), change)) - 1  # -1 before the first switch
         if mechanism == "predictive":
-            # serialised calls: the previous call's host part must end before this one starts
-            gap = float(t_inst[change[j - 1]:i].sum()) if j > 0 else np.inf
-            late = max(0.0, (sw.host_call_s + tr) - gap) if j > 0 else 0.0
-            lag = late
+            ends = np.concatenate([change[1:], [n]])
+            csum = np.concatenate([[0.0], np.cumsum(t_inst)])
+            gap = np.full(m, np.inf)
+            gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
+            lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
+            _ = ends
         else:
-            extra_t += stall
-            extra_e += stall * costs.idle_power_w
-            lag = tr
-        if sw.stall_while_relocking and mechanism != "predictive":
-            extra_t += tr
-            extra_e += tr * costs.idle_power_w
-            lag = 0.0
-        # during `lag`, instances from i on run at the setting in effect before
-        k = i
-        old = eff
-        while lag > 0 and k < n and (j + 1 >= len(change) or k < change[j + 1]):
-            kk = int(kernel[k])
-            t_old, p_old = T[kk, old], P[kk, old]
-            t_new, p_new = t_inst[k], p_inst[k]
-            frac = min(1.0, lag / t_old)
-            dur = frac * t_old + (1 - frac) * t_new
-            extra_t += dur - t_new
-            extra_e += frac * t_old * p_old + (1 - frac) * t_new * p_new - t_new * p_new
-            lag -= frac * t_old
-            k += 1
-        eff = new
-    return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(len(change)),
-            "switch_time_s": extra_t}
+            per_t[change] += stall
+            per_e[change] += stall * costs.idle_power_w
+            lag = np.full(m, sw.transition_s)
+            if sw.stall_while_relocking:
+                per_t[change] += sw.transition_s
+                per_e[change] += sw.transition_s * costs.idle_power_w
+                lag[:] = 0.0
+        # during its lag, a run's first instances run at the old setting
+        inr = run_id >= 0
+        idx = np.nonzero(inr)[0]
+        rid = run_id[idx]
+        t_old = T[kernel[idx], old_of_run[rid]]
+        p_old = P[kernel[idx], old_of_run[rid]]
+        cs = np.cumsum(t_old)
+        start_cs = np.concatenate([[0.0], cs])[np.searchsorted(idx, change)]  # cumulative old time before each run
+        before = (cs - t_old) - start_cs[rid]  # old-setting time of this run's instances before this one
+        remaining = np.maximum(lag[rid] - before, 0.0)
+        frac = np.minimum(1.0, remaining / t_old)
+        tn, pn = t_inst[idx], p_inst[idx]
+        per_t[idx] += frac * t_old + (1 - frac) * tn - tn
+        per_e[idx] += frac * t_old * p_old + (1 - frac) * tn * pn - tn * pn
+    extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
+    return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
+            "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e}

@@ -8,11 +8,12 @@
 """
 
 from kdvfs.optimize.frontier import frontier
-from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, optimize
+from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, allocate, allocate_schedule, optimize
 from kdvfs.optimize.problem import OBJECTIVES, Allocation, Problem
 from kdvfs.optimize.switchaware import evaluate_with_switching, switch_aware
 
 __all__ = sorted([
-    "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "evaluate_with_switching", "frontier", "optimize",
+    "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "allocate", "allocate_schedule",
+    "evaluate_with_switching", "frontier", "optimize",
     "switch_aware",
 ])

@@ -11,7 +11,7 @@ from kdvfs.optimize.knapsack import lower_hull, solve_fast, solve_local, solve_m
 from kdvfs.optimize.problem import Allocation, Problem, check_objective
 from kdvfs.schedule import Schedule
 
-__all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate"]
+__all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule"]
 
 GRANULARITIES = ("static", "pass", "kernel")
 SCOPES = ("local", "global")
@@ -116,3 +116,11 @@ def optimize(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
     """A ``Schedule`` for the trace of ``pb``."""
     a = allocate(pb, objective, slack_pct, granularity, scope, solver)
     return pb.to_schedule(a, objective=objective, slack_pct=slack_pct, granularity=granularity, scope=scope)
+
+
+def allocate_schedule(pb: Problem, granularity: str, slack_pct: float = 0.0, auto: bool = False) -> Schedule:
+    """Shorthand: the global strict/relaxed-waste schedule at one granularity, or the all-auto schedule."""
+    if auto:
+        return pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=0.0, granularity="static",
+                              scope="global")
+    return optimize(pb, "waste", slack_pct, granularity, "global")

@@ -1,0 +1,16 @@
+"""The simulator: replays a trace under a schedule on one or several GPUs.
+
+- ``engine`` — simpy processes: GPU, frequency controller (sync / callback / predictive switching), governor lag.
+- ``fastpath`` — vectorised evaluation of the single-GPU, no-spread case; agrees with the engine.
+- ``parallel`` — data and tensor parallelism with ring all-reduce collectives and per-GPU power spread.
+- ``timeline`` — Chrome trace (Perfetto) output.
+``simulate`` picks the fast path where it applies, unless told otherwise.
+"""
+
+from simulator.api import SimResult, build_run, scaling_report, simulate
+from simulator.engine import SimConfig
+from simulator.parallel import ParallelConfig, ring_allreduce_s
+from simulator.timeline import write_timeline
+
+__all__ = sorted(["ParallelConfig", "SimConfig", "SimResult", "build_run", "ring_allreduce_s", "scaling_report",
+                  "simulate", "write_timeline"])

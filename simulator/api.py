@@ -1,0 +1,109 @@
+"""``simulate``: trace + profile + schedule + card → ``SimResult``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kdvfs.errors import InputError
+from kdvfs.gpus import GpuSpec
+from kdvfs.profile import Profile
+from kdvfs.schedule import Schedule
+from kdvfs.trace import Trace
+from simulator.engine import GpuRun, SimConfig, run_single
+from simulator.fastpath import fast_applies, fast_single
+from simulator.parallel import ParallelConfig, run_parallel
+
+__all__ = ["SimResult", "build_run", "simulate", "scaling_report"]
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Attributes:
+        time_s, energy_j: one iteration.
+        segments: per segment name: time_s (slowest GPU) and energy_j (all GPUs).
+        switches: clock switches (all GPUs).
+        switch_time_s: time lost to switching (mean over GPUs).
+        path: ``engine`` or ``fast``.
+        gpus: number of GPUs.
+        timeline: engine events, when asked for.
+    """
+
+    time_s: float
+    energy_j: float
+    segments: dict
+    switches: int
+    switch_time_s: float
+    path: str
+    gpus: int = 1
+    timeline: list | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"time_s": self.time_s, "energy_j": self.energy_j, "switches": self.switches,
+                "switch_time_s": self.switch_time_s, "path": self.path, "gpus": self.gpus, "segments": self.segments}
+
+
+def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec | None = None) -> GpuRun:
+    """Per-instance arrays for the engine and the fast path; checks the schedule against trace, card and profile."""
+    schedule.check_for(trace, spec)
+    prof = profile.for_trace(trace)
+    setting = np.array([prof.setting_index(c, m) for c, m in zip(schedule.core_mhz.tolist(), schedule.mem_mhz.tolist())])
+    return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
+                  segment=trace.instance_segments(), names=[s.name for s in trace.segments])
+
+
+def _rep_index(trace: Trace) -> np.ndarray:
+    out = []
+    for s in trace.segments:
+        out += [r for r in range(s.repeat) for _ in s.kernels]
+    return np.array(out)
+
+
+def _straggler(run: GpuRun, f: float, cap_w: float) -> GpuRun:
+    """A GPU drawing f× the power: capped kernels run slower (P ∝ f³ near the top of the curve), others draw more."""
+    capped = run.P >= 0.98 * cap_w
+    T = np.where(capped, run.T * f ** (1 / 3), run.T)
+    P = np.where(capped, run.P, run.P * f)
+    return replace(run, T=T, P=P)
+
+
+def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, cfg: SimConfig | None = None,
+             parallel: ParallelConfig | None = None, path: str = "auto") -> SimResult:
+    """Replay ``trace`` under ``schedule``; ``path`` is ``auto`` (fast path where it applies), ``engine`` or ``fast``."""
+    cfg = cfg or SimConfig(switch=spec.switch)
+    pc = parallel or ParallelConfig()
+    run = build_run(trace, profile, schedule, spec)
+    if pc.mode == "tp" and pc.gpus > 1:
+        run = replace(run, time_scale=np.full(run.T.shape, 1.0 / pc.gpus))
+    names = run.names
+    if pc.gpus == 1:
+        use_fast = path == "fast" or (path == "auto" and fast_applies(cfg) and not cfg.timeline)
+        if path == "fast" and not fast_applies(cfg):
+            raise InputError("the fast path needs one GPU, zero latency spread and no governor lag; use the engine")
+        r = fast_single(run, cfg) if use_fast else run_single(run, cfg)
+        used = "fast" if use_fast else "engine"
+    else:
+        rng = np.random.default_rng(cfg.seed)
+        f = 1 + pc.power_spread * rng.standard_normal(pc.gpus)
+        runs = [_straggler(run, float(fi), spec.cap_w) for fi in f]
+        r = run_parallel(runs, cfg, pc, _rep_index(trace))
+        used = "engine"
+    segs = {nm: {"time_s": float(r["segment_time_s"][i]), "energy_j": float(r["segment_energy_j"][i])}
+            for i, nm in enumerate(names)}
+    return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),
+                     used, pc.gpus, r.get("timeline"))
+
+
+def scaling_report(trace: Trace, profile: Profile, schedule: Schedule, auto: Schedule, spec: GpuSpec, cfg: SimConfig,
+                   gpu_counts: list[int], mode: str = "dp", **pc_kwargs) -> list[dict]:
+    """How a schedule's savings against auto hold as the number of GPUs grows."""
+    rows = []
+    for n in gpu_counts:
+        pc = ParallelConfig(gpus=n, mode=mode, **pc_kwargs)
+        a = simulate(trace, profile, auto, spec, cfg, pc)
+        s = simulate(trace, profile, schedule, spec, cfg, pc)
+        rows.append({"gpus": n, "parallel": mode, "auto_time_s": a.time_s, "auto_energy_j": a.energy_j,
+                     "time_s": s.time_s, "energy_j": s.energy_j, "time_change_pct": 100 * (s.time_s / a.time_s - 1),
+                     "energy_change_pct": 100 * (s.energy_j / a.energy_j - 1)})
+    return rows
