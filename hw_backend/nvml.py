@@ -43,9 +43,15 @@ class NvmlBackend:
         observe_only: refuse every write (the default; the lent H200 is only ever used so).
     """
 
-    def __init__(self, nvml: Any = None, index: int = 0, observe_only: bool = True) -> None:
+    def __init__(self, nvml: Any = None, index: int = 0, observe_only: bool = True,
+                 sleep: Callable[[float], None] | None = None, settle_s: float = 1.0) -> None:
+        import time
+
         self.nvml = nvml if nvml is not None else load_pynvml()
         self.observe_only = observe_only
+        # how to wait for a clock change to land: real time, or the fake's simulated idle time
+        self.sleep = sleep or (getattr(self.nvml, "idle", None) if getattr(self.nvml, "is_fake", False) else time.sleep)
+        self.settle_s = settle_s
         self._call(self.nvml.nvmlInit, what="initialise NVML")
         count = self._call(self.nvml.nvmlDeviceGetCount, what="count GPUs")
         if count < 1:
@@ -123,14 +129,21 @@ class NvmlBackend:
     def power_mw(self) -> int:
         return int(self._call(self.nvml.nvmlDeviceGetPowerUsage, self.handle, what="read power"))
 
+    def temperature_c(self) -> float | None:
+        try:
+            return float(self._call(self.nvml.nvmlDeviceGetTemperature, self.handle, 0, what="read the temperature"))
+        except (HardwareError, AttributeError):
+            return None
+
     def clocks_mhz(self) -> tuple[int, int]:
         c = self._call(self.nvml.nvmlDeviceGetClockInfo, self.handle, NVML_CLOCK_SM, what="read the SM clock")
         m = self._call(self.nvml.nvmlDeviceGetClockInfo, self.handle, NVML_CLOCK_MEM, what="read the memory clock")
         return int(c), int(m)
 
     # ------------------------------------------------------------------ writes
-    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int) -> None:
-        """Lock core to [lowest, core_mhz] and memory to mem_mhz; verify by reading back."""
+    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None:
+        """Lock core to [lowest, core_mhz] and memory to mem_mhz; verify by reading back (not in live switching,
+        where the next kernels run while the clocks relock)."""
         self._write(f"set clocks {core_mhz}/{mem_mhz} MHz")
         caps = self.capabilities()
         if caps.mig:
@@ -147,10 +160,20 @@ class NvmlBackend:
         n, h = self.nvml, self.handle
         self._call(n.nvmlDeviceSetMemoryLockedClocks, h, mem_mhz, mem_mhz, what=f"lock the memory clock at {mem_mhz} MHz")
         self._call(n.nvmlDeviceSetGpuLockedClocks, h, cores[0], core_mhz, what=f"lock the core clock at ≤ {core_mhz} MHz")
-        core_now, mem_now = self.clocks_mhz()
-        if core_now > core_mhz + 15:
-            raise HardwareError(f"read-back: core clock is {core_now} MHz after locking at ≤ {core_mhz} MHz; "
-                                "the driver did not apply the lock (run `kdvfs reset-clocks` and retry)")
+        # read back: the new clocks land after the switch latency; poll until they hold
+        if not verify:
+            return
+        waited = 0.0
+        while True:
+            core_now, mem_now = self.clocks_mhz()
+            if core_now <= core_mhz + 15 and mem_now == mem_mhz:
+                break
+            if waited >= self.settle_s:
+                raise HardwareError(
+                    f"read-back: clocks are {core_now}/{mem_now} MHz {waited:.2f} s after locking at ≤ {core_mhz}/"
+                    f"{mem_mhz} MHz; the driver did not apply the lock (run `kdvfs reset-clocks` and retry)")
+            self.sleep(0.005)
+            waited += 0.005
         log.debug("clocks locked at %d/%d MHz (now %d/%d)", core_mhz, mem_mhz, core_now, mem_now)
 
     def reset_clocks(self) -> None:

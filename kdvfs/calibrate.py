@@ -235,3 +235,12 @@ def report(result: CalibrationResult) -> dict:
     return {"summary": summary, "kernels": rows, "card": {k: getattr(result.spec, k) for k in
             ("boost_core_mhz", "cap_w", "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_power_w", "auto_mem_extra_w",
              "mem_bandwidth_gbs", "core_power_w", "mem_traffic_power_w", "smooth_p")}}
+
+
+def load_params(path: str | Path) -> KernelParams:
+    """Kernel parameters stored by the calibration script (``…calibration.json``)."""
+    import json
+
+    rows = json.loads(Path(path).read_text())["params"]
+    col = lambda f: np.array([r[f] for r in rows])  # noqa: E731
+    return KernelParams(tuple(r["kernel"] for r in rows), col("t0_s"), col("tc_s"), col("tm_s"), col("uc"), col("um"), "fitted")

@@ -1,9 +1,160 @@
-"""Command-line verbs of the hardware backend: ``sweep``, ``validate``, ``reset-clocks`` (hw_backend imported lazily)."""
+"""Command-line verbs of the hardware backend: ``sweep``, ``validate``, ``reset-clocks`` (hw_backend imported lazily).
+
+``--backend fake`` runs everything against ``hw_backend.fake.FakeNvml`` (the calibrated model of the bundled trace,
+or the category model of another), ``--backend nvml`` against the real GPU through NVML, observe-only unless
+``--allow-clock-control`` is given.
+"""
 
 from __future__ import annotations
 
-__all__ = ["add_hw_commands"]
+import atexit
+import json
+import time
+
+from kdvfs.console import make_console, print_json
+from kdvfs.errors import InputError
+
+__all__ = ["add_hw_commands", "make_backend"]
+
+
+def _params_for(trace, spec):
+    from kdvfs.bundled import bundled_dir
+    from kdvfs.calibrate import load_params
+    from kdvfs.model import default_params
+
+    cal = bundled_dir() / f"{trace.name}.calibration.json"
+    if cal.exists() and spec.name in ("rtx3080ti", "ivr"):
+        p = load_params(cal)
+        if p.keys == trace.kernel_keys:
+            return p
+    return default_params(trace, spec)
+
+
+def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int = 0, noise: float = 0.01,
+                 fake_state: str | None = None):
+    """(backend, workload) for ``fake`` or ``nvml`` — the one factory the command line uses."""
+    from hw_backend.nvml import NvmlBackend
+
+    if kind == "fake":
+        from hw_backend.fake import FakeNvml
+        from hw_backend.sim_workload import SimulatedWorkload
+
+        fake = FakeNvml(spec, _params_for(trace, spec), seed=seed, time_noise=noise, power_noise=2 * noise)
+        if fake_state:
+            atexit.register(lambda: open(fake_state, "w").write(json.dumps(  # noqa: SIM115
+                {"at_default_clocks": fake.at_default_clocks, "calls": [c[0] for c in fake.calls][-20:]})))
+        be = NvmlBackend(fake, observe_only=not allow_clock_control)
+        return be, SimulatedWorkload(trace, fake)
+    if kind == "nvml":
+        from hw_backend.sim_workload import TorchWorkload
+
+        be = NvmlBackend(observe_only=not allow_clock_control)
+        return be, TorchWorkload(trace)
+    raise InputError(f"backend {kind!r} is not fake or nvml")
+
+
+def cmd_sweep(a) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from hw_backend.sweep import parse_settings, run_sweep, sparse_sweep
+    from kdvfs.bundled import load_trace_by_name
+    from kdvfs.gpus import get_gpu
+
+    spec = get_gpu(a.gpu)
+    trace = load_trace_by_name(a.trace)
+    settings = parse_settings(a.settings, spec)
+    be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed,
+                          noise=a.noise, fake_state=a.fake_state)
+    c = make_console()
+    kw = dict(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, allow_clock_control=a.allow_clock_control,
+              min_steps=a.min_steps)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=c,
+                  disable=a.json or not c.is_terminal) as prog:
+        task = prog.add_task("sweep", total=None)
+        kw["progress"] = lambda n, tot: prog.update(task, completed=n, total=tot)
+        if a.sparse:
+            info = sparse_sweep(be, wl, spec, settings, a.output, **kw)
+        else:
+            run_sweep(be, wl, spec, settings, a.output, **kw)
+            info = {}
+    doc = dict(info, output=a.output, settings=len(settings), units=len(wl.units()), seconds=time.perf_counter() - t0)
+    print_json(doc) if a.json else c.print(f"sweep written to {a.output} ({len(settings)} settings × {len(wl.units())} units)")
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from hw_backend.validate import validate
+    from kdvfs.bundled import load_trace_by_name, resolve_profile_path
+    from kdvfs.console import table
+    from kdvfs.gpus import get_gpu
+    from kdvfs.profile import load_profile
+    from kdvfs.schedule import load_schedule
+
+    spec = get_gpu(a.gpu)
+    trace = load_trace_by_name(a.trace)
+    prof = load_profile(resolve_profile_path(a.profile or a.trace))
+    sched = load_schedule(a.schedule)
+    sched.check_for(trace, spec)
+    be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed, noise=a.noise)
+    res = validate(be, wl, trace, prof, sched, spec, mode=a.mode, repeats=a.repeats, window_s=a.window,
+                   warmup_s=a.warmup, allow_clock_control=a.allow_clock_control, noop_writes=a.noop_writes,
+                   min_steps=a.min_steps)
+    if a.json:
+        print_json(res)
+        return 0
+    c = make_console()
+    rows = [[k, res[k]["time_s"], res[k]["time_std_s"], res[k]["energy_j"], res[k]["energy_std_j"]] for k in ("auto", "schedule")]
+    c.print(table(f"validate ({a.mode}, {a.repeats} repeats, {a.backend})", ["run", "time (s)", "± s", "energy (J)", "± J"], rows))
+    c.print(f"measured: time {res['measured_time_change_pct']:+.2f} %, energy {res['measured_energy_change_pct']:+.2f} % vs auto; "
+            f"simulated: time {res['simulated_time_change_pct']:+.2f} %, energy {res['simulated_energy_change_pct']:+.2f} %")
+    return 0
+
+
+def cmd_reset(a) -> int:
+    from hw_backend.nvml import NvmlBackend
+
+    be = NvmlBackend(observe_only=False)
+    be.reset_clocks()
+    make_console().print(f"clocks of {be.name} reset to the driver's defaults")
+    return 0
 
 
 def add_hw_commands(sub, j) -> None:
-    return None
+    def common(sp):
+        sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
+        sp.add_argument("--trace", required=True)
+        sp.add_argument("--gpu", required=True)
+        sp.add_argument("--allow-clock-control", action="store_true",
+                        help="let kdvfs lock clocks (restored on every exit path); never on a shared card")
+        sp.add_argument("--window", type=float, default=5.0, help="measurement window, seconds (default 5)")
+        sp.add_argument("--warmup", type=float, default=1.0)
+        sp.add_argument("--min-steps", type=int, default=20, help="energy-counter steps per window at least")
+        sp.add_argument("--seed", type=int, default=0, help="fake backend: noise seed")
+        sp.add_argument("--noise", type=float, default=0.01, help="fake backend: relative time noise (power: twice)")
+        return sp
+
+    sp = j(common(sub.add_parser("sweep", help="measure kernels at clock settings (resumable)")))
+    sp.add_argument("--settings", default="study", help="study, all, or CORE:MEM,… (auto allowed)")
+    sp.add_argument("--repeats", type=int, default=1)
+    sp.add_argument("--sparse", action="store_true", help="measure a few settings, fit, then around the optimum")
+    sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--fake-state", help=argparse_hidden())
+    sp.set_defaults(fn=cmd_sweep)
+
+    sp = j(common(sub.add_parser("validate", help="run a schedule on the GPU and compare with the simulator")))
+    sp.add_argument("--schedule", required=True)
+    sp.add_argument("--profile")
+    sp.add_argument("--mode", choices=["isolated", "live"], default="isolated")
+    sp.add_argument("--repeats", type=int, default=3)
+    sp.add_argument("--noop-writes", action="store_true", help="live mode with the clock writes replaced by no-ops")
+    sp.set_defaults(fn=cmd_validate)
+
+    sp = sub.add_parser("reset-clocks", help="restore the driver's default clocks (needs root)")
+    sp.set_defaults(fn=cmd_reset)
+
+
+def argparse_hidden():
+    import argparse
+
+    return argparse.SUPPRESS

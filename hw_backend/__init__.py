@@ -1,0 +1,25 @@
+"""The hardware backend: the ``GpuBackend`` protocol and its implementations.
+
+- ``base`` — ``GpuBackend``, ``Capabilities``, ``ClockGuard`` (restores clocks on every exit path).
+- ``nvml`` — ``NvmlBackend`` over nvidia-ml-py (observe-only by default); NVML errors translated once.
+- ``fake`` — ``FakeNvml``, a pynvml-shaped fake GPU driven by the kernel model (public, for CI).
+- ``measure`` — energy-counter-aligned measurement windows.
+- ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps.
+- ``sweep`` — resumable (and sparse) sweeps; ``validate`` — isolated and live validation against the simulator.
+pynvml and torch are imported only where needed.
+"""
+
+import logging
+
+from hw_backend.base import Capabilities, ClockGuard, GpuBackend
+from hw_backend.fake import FakeNvml
+from hw_backend.measure import WindowResult, measure_window
+from hw_backend.nvml import NvmlBackend
+from hw_backend.sim_workload import SimulatedWorkload, TorchWorkload, Unit
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__all__ = sorted([
+    "Capabilities", "ClockGuard", "FakeNvml", "GpuBackend", "NvmlBackend", "SimulatedWorkload", "TorchWorkload", "Unit",
+    "WindowResult", "measure_window",
+])

@@ -1,0 +1,40 @@
+"""kdvfs — kernel-level DVFS for LLM training.
+
+Modules: ``trace`` (Kernel, Segment, Trace and the kdvfs-trace/1 format), ``importers`` (PyTorch profiler traces, the
+Spaan et al. table), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
+``profile`` (per-kernel × per-setting tables), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the RTX
+3080 Ti calibration), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
+optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),
+``plots``, ``record`` (PyTorch recording) and ``cli`` (the ``kdvfs`` command). ``simulator`` and ``hw_backend`` are
+sibling packages. Importing kdvfs never imports torch or pynvml.
+"""
+
+import logging
+
+from kdvfs.errors import (
+    FormatError,
+    HardwareError,
+    InfeasibleError,
+    InputError,
+    KdvfsError,
+    NoGpuError,
+    ObserveOnlyError,
+    PermissionDeniedError,
+    UnsupportedClockError,
+)
+from kdvfs.gpus import AUTO, GpuSpec, SwitchModel, get_gpu, gpu_names
+from kdvfs.model import KernelParams, default_params, evaluate
+from kdvfs.profile import Profile, build_profile, load_profile, save_profile
+from kdvfs.schedule import Schedule, load_schedule, save_schedule
+from kdvfs.trace import Kernel, Segment, Trace, load_trace, save_trace
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__version__ = "0.1.0"
+
+__all__ = sorted([
+    "AUTO", "FormatError", "GpuSpec", "HardwareError", "InfeasibleError", "InputError", "KdvfsError", "Kernel",
+    "KernelParams", "NoGpuError", "ObserveOnlyError", "PermissionDeniedError", "Profile", "Schedule", "Segment",
+    "SwitchModel", "Trace", "UnsupportedClockError", "build_profile", "default_params", "evaluate", "get_gpu",
+    "gpu_names", "load_profile", "load_schedule", "load_trace", "save_profile", "save_schedule", "save_trace",
+])

@@ -1,0 +1,42 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def spaan_trace():
+    from kdvfs.bundled import load_trace_by_name
+
+    return load_trace_by_name("gpt3xl-llmc-rtx3080ti")
+
+
+@pytest.fixture(scope="session")
+def spaan_profile():
+    from kdvfs.bundled import resolve_profile_path
+    from kdvfs.profile import load_profile
+
+    return load_profile(resolve_profile_path("gpt3xl-llmc-rtx3080ti"))
+
+
+@pytest.fixture(scope="session")
+def spaan_problem(spaan_trace, spaan_profile):
+    from kdvfs.optimize import Problem
+
+    return Problem(spaan_trace, spaan_profile)
+
+
+def run_cli(args, capsys):
+    from kdvfs.cli import main
+
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

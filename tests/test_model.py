@@ -1,0 +1,107 @@
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from kdvfs.calibrate import STUDY_CORES, STUDY_MEMS, read_table, report, CalibrationResult, load_params
+from kdvfs.errors import FormatError, InputError, UnsupportedClockError
+from kdvfs.gpus import AUTO, PRESETS, get_gpu
+from kdvfs.model import default_params, evaluate
+from kdvfs.profile import build_profile, load_profile, save_profile
+
+
+def test_catalog_presets_and_sources():
+    assert {"rtx3080ti", "a100", "h100", "h200", "b200", "ivr"} <= set(PRESETS)
+    g = get_gpu("rtx3080ti")
+    assert len(g.core_clocks_mhz) == 127 and g.mem_clocks_mhz == (405, 810, 5001, 9251, 9501)
+    assert "hardware_facts" in g.source_of("power_limit_w")
+    assert get_gpu("ivr").switch.total_s < 1e-6
+    assert get_gpu("h200").switch.total_s == pytest.approx(6e-3)
+
+
+def test_unknown_gpu_and_quirk_messages():
+    with pytest.raises(InputError, match="unknown GPU 'rtx9090'.*rtx3080ti"):
+        get_gpu("rtx9090")
+    g = get_gpu("rtx3080ti")
+    with pytest.raises(UnsupportedClockError, match=r"core clock 2205 MHz is not supported by rtx3080ti \(core 210–2100 MHz in 15 MHz steps"):
+        g.check_setting(2205, 9501)
+    with pytest.raises(UnsupportedClockError, match="405 MHz is only honoured by rtx3080ti with core ≤ 420 MHz"):
+        g.check_setting(630, 405)
+    g.check_setting(420, 405)
+    settings = g.settings()
+    assert len(settings) == 127 * 4 + 15 + 5 + 127 and (630, 405) not in settings
+
+
+def test_throttling_holds_the_cap_and_lowers_the_clock(spaan_trace):
+    g = get_gpu("rtx3080ti")
+    p = default_params(spaan_trace, g)
+    cores = np.array(g.core_clocks_mhz)
+    ev = evaluate(g, p, cores, np.full(len(cores), 9501))
+    assert np.all(ev.power_w <= g.cap_w + 1e-6)
+    big = ev.throttled.any(axis=1)
+    assert big.any()
+    # where throttled, the effective clock is below the request and the power sits at the cap
+    i, j = np.argwhere(ev.throttled)[0]
+    assert ev.core_mhz[i, j] < min(cores[j], g.boost_core_mhz) and ev.power_w[i, j] == pytest.approx(g.cap_w, rel=1e-6)
+    # a lower memory clock frees power: a capped GEMM runs faster
+    gemm = [k for k, kk in enumerate(spaan_trace.kernels) if kk.category == "gemm"][0]
+    a = evaluate(g, p, np.array([AUTO, AUTO]), np.array([AUTO, 5001]))
+    assert a.core_mhz[gemm, 1] >= a.core_mhz[gemm, 0]
+    binned = evaluate(g, p, cores, np.full(len(cores), 9501), binned=True)
+    assert set(np.unique(binned.core_mhz)) <= set(map(float, cores)) | {float(g.boost_core_mhz)}
+
+
+def test_default_params_match_capture_time_and_energy(spaan_trace):
+    g = get_gpu("rtx3080ti")
+    p = default_params(spaan_trace, g)
+    n = len(p.keys)
+    ev = evaluate(g, p, np.zeros(n, int), np.zeros(n, int), kernel_index=np.arange(n))
+    assert np.allclose(ev.time_s, spaan_trace.times_s, rtol=1e-9)
+    e = np.array([k.energy_j for k in spaan_trace.kernels])
+    under = e / spaan_trace.times_s <= g.cap_w  # a measured power above the cap cannot be reached: held at the cap
+    assert under.sum() > 30
+    assert np.allclose(ev.energy_j[under], e[under], rtol=2e-3)
+    assert np.allclose(ev.power_w[~under], g.cap_w, rtol=1e-3)
+
+
+def test_profile_roundtrip_and_coverage(tmp_path, spaan_trace):
+    g = get_gpu("h200")
+    prof = build_profile(spaan_trace, g, default_params(spaan_trace, g))
+    path = save_profile(prof, tmp_path / "p.profile.csv.gz")
+    back = load_profile(path)
+    assert back.keys == prof.keys and back.settings == prof.settings and back.gpu == "h200"
+    assert np.allclose(back.time_s, prof.time_s, rtol=1e-6) and np.allclose(back.power_w, prof.power_w, rtol=1e-6)
+    other = spaan_trace.segments[0]
+    from kdvfs.trace import Trace
+
+    bigger = Trace("x", (other, other.__class__("extra", other.kernels, 1, "forward")))
+    with pytest.raises(FormatError, match="misses 2 kernel"):
+        back.for_trace(bigger)
+
+
+def test_bundled_profiles_load_and_cover(spaan_trace, spaan_profile):
+    prof = spaan_profile.for_trace(spaan_trace)
+    g = get_gpu("rtx3080ti")
+    assert len(prof.settings) == len(g.settings()) == 655
+    assert set(prof.source.ravel()) == {"fitted"}
+    from kdvfs.bundled import load_trace_by_name, resolve_profile_path
+
+    h = load_trace_by_name("gpt3xl-torch-h200-bf16")
+    hp = load_profile(resolve_profile_path("gpt3xl-torch-h200-bf16")).for_trace(h)
+    assert {m for _, m in hp.settings} <= {0, 3201} and len(hp.settings) == 111
+
+
+def test_calibration_targets_hold_on_the_bundled_parameters(spaan_trace):
+    from kdvfs.bundled import bundled_dir
+
+    params = load_params(bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json")
+    res = CalibrationResult(get_gpu("rtx3080ti"), params, read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv"), 0.0)
+    s = report(res)["summary"]
+    assert s["auto_within_1pct"] == 46
+    assert s["best_share"] >= 0.8
+    assert s["extremes_within_25pct"] == 46
+    assert len(STUDY_CORES) * len(STUDY_MEMS) == 66
+
+
+def test_profile_build_cli_bad_gpu(capsys, tmp_path):
+    code, _, err = run_cli(["profile", "build", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "nope", "-o", str(tmp_path / "p.csv")], capsys)
+    assert code == 2 and "unknown GPU 'nope'" in err
