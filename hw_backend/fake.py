@@ -69,6 +69,7 @@ class FakeNvml:
         self.pending: tuple[int, int, float] | None = None  # (core, mem, lands at)
         self._hist: list[tuple[float, float]] = [(0.0, 0.0)]  # (time, energy) at counter steps
         self.last_core_mhz = spec.boost_core_mhz
+        self._ran_since_write = True
 
     # ------------------------------------------------------------------ simulated execution
     def _advance(self, dur: float, power_w: float) -> None:
@@ -108,6 +109,7 @@ class FakeNvml:
         if self.params is None:
             raise RuntimeError("FakeNvml was built without kernel params; pass params= to run kernels")
         start = self.now_s
+        self._ran_since_write = True
         left = float(repeats)
         while left > 1e-12:
             self._land_if_due()
@@ -203,8 +205,15 @@ class FakeNvml:
         mem = AUTO if self.locked_mem is None else self.locked_mem
         sw = self.spec.switch
         # the driver call blocks the host (half the host-call latency per call: a switch locks core and memory);
-        # the GPU has nothing queued meanwhile, then the new clocks land after the transition
+        # the GPU has nothing queued meanwhile, then the new clocks land after the transition. A transition still
+        # pending completes first (the same rule as kdvfs.switching).
+        # (the two calls of one switch, memory then core, make one transition)
+        same_switch = self.pending is not None and not self._ran_since_write
+        if self.pending is not None and not same_switch:
+            self.eff_core, self.eff_mem = self.pending[0], self.pending[1]
+        self.pending = None
         self.idle(sw.host_call_s / 2)
+        self._ran_since_write = False
         self.pending = (core, mem, self.now_s + sw.transition_s)
 
     def nvmlDeviceSetGpuLockedClocks(self, h, min_mhz: int, max_mhz: int) -> None:

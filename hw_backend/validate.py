@@ -9,6 +9,7 @@ Both are repeated; the spread is reported; the simulator's prediction for the sa
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -113,7 +114,8 @@ def validate(backend, workload, trace: Trace, profile: Profile, sched: Schedule,
                          "time_std_s": float(a[:, 0].std(ddof=1)) if len(a) > 1 else 0.0,
                          "energy_std_j": float(a[:, 1].std(ddof=1)) if len(a) > 1 else 0.0}
     costs = costs or SwitchCosts(sync_overhead_s=0.0, idle_power_w=spec.idle_power_w)
-    cfg = SimConfig(mechanism="sync", switch=spec.switch, costs=costs)
+    # the fake and the prediction use the mean latencies (zero spread)
+    cfg = SimConfig(mechanism="sync", switch=dataclasses.replace(spec.switch, spread=0.0), costs=costs)
     sim_s = simulate(trace, profile, sched, spec, cfg, path="fast")
     sim_a = simulate(trace, profile, auto, spec, cfg, path="fast")
     if mode == "isolated":  # the study's assumption: no switching cost at all

@@ -277,11 +277,14 @@ def cmd_reproduce(a) -> int:
 
 
 def compare_rows(pb, spec, sw, mechanism: str, slack: float) -> list[dict]:
-    """auto / pass-level / kernel ideal / kernel naive / switch-aware under one switch model."""
+    """auto / pass-level / kernel ideal / kernel naive / switch-aware under one switch model (mean latencies)."""
+    import dataclasses
+
     from kdvfs.optimize import allocate_schedule, switch_aware
     from kdvfs.switching import SwitchCosts
     from simulator import SimConfig, simulate
 
+    sw = dataclasses.replace(sw, spread=0.0)
     costs = SwitchCosts(idle_power_w=spec.idle_power_w)
     cfg = SimConfig(mechanism=mechanism, switch=sw, costs=costs)
     auto = allocate_schedule(pb, "static", slack, auto=True)

@@ -121,6 +121,13 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
     ideal = pb.to_schedule(allocate(pb, "waste", slack_pct), objective="waste", slack_pct=slack_pct,
                            granularity="kernel", scope="global")
     consider(pb.instance_setting_index(ideal), "switch-aware (naive schedule)")
+    # ideal schedules planned with less slack leave room for the switches they pay for
+    lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
+    for d in (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0):
+        if slack_pct - d >= lo_slack:
+            tighter = pb.to_schedule(allocate(pb, "waste", slack_pct - d), objective="waste", slack_pct=slack_pct - d,
+                                     granularity="kernel", scope="global")
+            consider(pb.instance_setting_index(tighter), f"switch-aware (naive schedule at {slack_pct - d:+g} %)")
     for gran in ("static", "pass"):  # coarse schedules switch rarely: they bound what grouping must beat
         coarse = pb.to_schedule(allocate(pb, "waste", slack_pct, gran, "global"), objective="waste",
                                 slack_pct=slack_pct, granularity=gran, scope="global")

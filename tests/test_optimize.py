@@ -1,0 +1,151 @@
+import itertools
+import json
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from kdvfs.errors import FormatError, InfeasibleError, UnsupportedClockError
+from kdvfs.gpus import SwitchModel, get_gpu
+from kdvfs.optimize import Problem, allocate, evaluate_with_switching, optimize, switch_aware
+from kdvfs.optimize.knapsack import lower_hull, pareto_front, solve_fast, solve_milp
+from kdvfs.schedule import load_schedule, save_schedule
+
+
+def _brute(T, E, r, budget):
+    best = np.inf
+    K, S = T.shape
+    # every way to split each kernel's r instances over S settings (small instances only)
+    per_kernel = []
+    for k in range(K):
+        opts = []
+        for combo in itertools.combinations_with_replacement(range(S), int(r[k])):
+            opts.append((sum(T[k, s] for s in combo), sum(E[k, s] for s in combo)))
+        per_kernel.append(opts)
+    for choice in itertools.product(*per_kernel):
+        t = sum(c[0] for c in choice)
+        if t <= budget * (1 + 1e-12):
+            best = min(best, sum(c[1] for c in choice))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fast_and_milp_against_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    K, S = rng.integers(2, 4), rng.integers(2, 5)
+    T = rng.uniform(1, 3, (K, S))
+    E = rng.uniform(1, 3, (K, S))
+    r = rng.integers(1, 3, K)
+    lo, hi = float(r @ T.min(1)), float(r @ T.max(1))
+    budget = lo + rng.uniform(0.1, 0.9) * (hi - lo)
+    opt = _brute(T, E, r, budget)
+    m = solve_milp(T, E, r, budget)
+    f = solve_fast(T, E, r, budget)
+    for a in (m, f):
+        t = sum(n * T[k, s] for k, c in enumerate(a.counts) for s, n in c.items())
+        e = sum(n * E[k, s] for k, c in enumerate(a.counts) for s, n in c.items())
+        assert t <= budget * (1 + 1e-9)
+        assert all(sum(a.counts[k].values()) == r[k] for k in range(K))
+        assert e >= opt - 1e-9
+    em = sum(n * E[k, s] for k, c in enumerate(m.counts) for s, n in c.items())
+    assert em == pytest.approx(opt, rel=1e-9)
+    assert f.bound_energy_j <= opt + 1e-9  # the Lagrangian bound is a true lower bound
+
+
+def test_hull_is_convex_and_on_the_pareto_front():
+    rng = np.random.default_rng(1)
+    t, e = rng.uniform(1, 2, 40), rng.uniform(1, 2, 40)
+    pf, h = pareto_front(t, e), lower_hull(t, e)
+    assert set(h) <= set(pf)
+    slopes = np.diff(e[h]) / np.diff(t[h])
+    assert np.all(np.diff(slopes) >= -1e-12)
+
+
+def test_global_never_worse_than_local_and_fast_near_milp(spaan_problem):
+    pb = spaan_problem
+    for slack in (0.0, 2.0, 5.0):
+        g = optimize(pb, "waste", slack, "kernel", "global")
+        loc = optimize(pb, "waste", slack, "kernel", "local")
+        m = optimize(pb, "waste", slack, "kernel", "global", solver="milp")
+        assert g.predicted["energy_j"] <= loc.predicted["energy_j"] + 1e-9
+        assert g.predicted["time_s"] <= pb.auto_time_s * (1 + slack / 100) * (1 + 1e-12)
+        assert g.predicted["energy_j"] <= m.predicted["energy_j"] * (1 + 1e-4)
+        assert g.gap_pct is not None and g.gap_pct < 0.01
+
+
+def test_switch_aware_never_worse_than_naive(spaan_problem):
+    pb = spaan_problem
+    ideal = optimize(pb, "waste", 1.0)
+    for lat in (1e-6, 1e-3, 6e-3):
+        sw = SwitchModel.from_latency(lat)
+        for mech in ("sync", "predictive"):
+            naive = evaluate_with_switching(pb, ideal, sw, mech)
+            sa = switch_aware(pb, sw, mech, slack_pct=1.0)
+            budget = pb.auto_time_s * 1.01
+            assert sa.predicted["time_s"] <= budget * (1 + 1e-9)
+            if naive["time_s"] <= budget:
+                assert sa.predicted["energy_j"] <= naive["energy_j"] + 1e-9
+            # and never worse than staying at auto
+            assert sa.predicted["energy_j"] <= pb.auto_energy_j + 1e-9
+
+
+def test_infeasible_slack_names_the_range(spaan_problem):
+    with pytest.raises(InfeasibleError, match=r"below the fastest possible .* use --slack ≥ -\d"):
+        optimize(spaan_problem, "waste", -20.0)
+
+
+def test_schedule_roundtrip_and_checks(tmp_path, spaan_problem, spaan_trace):
+    s = optimize(spaan_problem)
+    p = save_schedule(s, tmp_path / "s.json")
+    back = load_schedule(p)
+    assert np.array_equal(back.core_mhz, s.core_mhz) and np.array_equal(back.mem_mhz, s.mem_mhz)
+    back.check_for(spaan_trace, get_gpu("rtx3080ti"))
+    with pytest.raises(FormatError, match="was made for GPU 'rtx3080ti', not 'h200'"):
+        back.check_for(spaan_trace, get_gpu("h200"))
+    doc = json.loads(p.read_text())
+    doc["runs"][0][0] = "2205"
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(UnsupportedClockError, match="2205 MHz is not supported by rtx3080ti"):
+        load_schedule(tmp_path / "bad.json").check_for(spaan_trace, get_gpu("rtx3080ti"))
+
+
+def test_granularities_and_objectives(spaan_problem):
+    pb = spaan_problem
+    for gran in ("static", "pass", "kernel"):
+        for obj in ("waste", "edp", "ed2p", "energy"):
+            for scope in ("local", "global"):
+                a = allocate(pb, obj, 0.0, gran, scope)
+                t, e = pb.evaluate(a)
+                assert e <= pb.auto_energy_j * 1.0000001 or obj != "waste"
+    e_min = pb.evaluate(allocate(pb, "energy"))[1]
+    assert e_min <= pb.evaluate(allocate(pb, "edp"))[1]
+
+
+def test_reproduce_cli_json_fields(capsys):
+    code, out, _ = run_cli(["reproduce", "spaan2026", "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 8
+    need = {"granularity", "scope", "objective", "time_change_pct", "energy_change_pct", "paper_time_change_pct",
+            "paper_energy_change_pct"}
+    assert all(need <= set(r) for r in rows)
+    kg = next(r for r in rows if (r["granularity"], r["scope"], r["objective"]) == ("kernel", "global", "strict waste"))
+    assert kg["time_change_pct"] <= 0.05
+    kl = next(r for r in rows if (r["granularity"], r["scope"], r["objective"]) == ("kernel", "local", "strict waste"))
+    assert abs(kl["energy_change_pct"] - -11.54) <= 1.5
+
+
+def test_optimize_cli_writes_schedule(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    code, o, _ = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--objective", "waste", "--slack", "0",
+                          "--granularity", "kernel", "--scope", "global", "-o", str(out), "--json"], capsys)
+    d = json.loads(o)
+    assert code == 0 and out.exists() and d["predicted"]["time_change_pct"] <= 1e-6
+
+
+def test_frontier_cli(tmp_path, capsys):
+    out = tmp_path / "c.csv"
+    code, _, _ = run_cli(["frontier", "--trace", "gpt3xl-llmc-rtx3080ti", "--scope", "global", "--slack-min", "0",
+                          "--slack-max", "4", "--slack-step", "2", "-o", str(out)], capsys)
+    lines = out.read_text().splitlines()
+    assert code == 0 and lines[0] == "slack_pct,time_change_pct,energy_change_pct" and len(lines) == 4
+    assert out.with_suffix(".png").exists()
