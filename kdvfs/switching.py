@@ -79,15 +79,19 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
                 "extra_time_s": per_t, "extra_energy_j": per_e}
     cur = int(setting[0]) if start_setting is None else int(start_setting)
-    prev_setting = np.concatenate([[cur], setting[:-1]])
-    change = np.nonzero(setting != prev_setting)[0]
+    prev_setting = np.empty_like(setting)
+    prev_setting[0] = cur
+    prev_setting[1:] = setting[:-1]
+    change = np.flatnonzero(setting != prev_setting)
     m = len(change)
     if m:
         stall = costs.stall_s(mechanism, sw)
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
         old_of_run = prev_setting[change]
-        run_id = np.cumsum(np.isin(np.arange(n), change)) - 1  # -1 before the first switch
+        mark = np.zeros(n, dtype=np.int64)
+        mark[change] = 1
+        run_id = np.cumsum(mark) - 1  # -1 before the first switch
         if mechanism == "predictive":
             ends = np.concatenate([change[1:], [n]])
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
@@ -107,8 +111,9 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         inr = run_id >= 0
         idx = np.nonzero(inr)[0]
         rid = run_id[idx]
-        t_old = T[kernel[idx], old_of_run[rid]]
-        p_old = P[kernel[idx], old_of_run[rid]]
+        flat = kernel[idx] * T.shape[1] + old_of_run[rid]
+        t_old = T.ravel()[flat]
+        p_old = P.ravel()[flat]
         cs = np.cumsum(t_old)
         start_cs = np.concatenate([[0.0], cs])[np.searchsorted(idx, change)]  # cumulative old time before each run
         before = (cs - t_old) - start_cs[rid]  # old-setting time of this run's instances before this one

@@ -61,13 +61,18 @@ class GpuRun:
 
 
 class Controller:
-    """The frequency controller: takes switch requests from its GPU and lands them after the switch latency."""
+    """The frequency controller: applies a switch request through the mechanism and lands the new clock.
+
+    It runs inside the GPU's process (``yield from ctl.switch(...)``): a synchronous or callback switch blocks the
+    stream for its host call, so the GPU can do nothing else meanwhile; a predictive switch was issued earlier on a
+    host thread and only schedules its landing. Events are created only where simulated time passes.
+    """
 
     def __init__(self, env: simpy.Environment, cfg: SimConfig, rng: np.random.Generator, planned_late: dict[int, float]):
         self.env, self.cfg, self.rng = env, cfg, rng
         self.planned_late = planned_late
-        self.requests: simpy.Store = simpy.Store(env)
         self.switches = 0
+        self._extra = cfg.costs.sync_overhead_s if cfg.mechanism == "sync" else cfg.costs.callback_overhead_s
 
     def draw(self) -> tuple[float, float]:
         sw = self.cfg.switch
@@ -76,28 +81,24 @@ class Controller:
                     sw.transition_s * float(self.rng.lognormal(0, sw.spread)))
         return sw.host_call_s, sw.transition_s
 
-    def process(self, gpu: Gpu):
-        """Serve requests: (instance index, new setting, ack event). The ack fires when the GPU may go on."""
+    def switch(self, gpu: Gpu, i: int, new: int):
+        """Request setting ``new`` before instance ``i``."""
         cfg = self.cfg
-        while True:
-            i, new, ack = yield self.requests.get()
-            self.switches += 1
-            host, tr = self.draw()
-            if cfg.mechanism == "predictive":
-                # issued early on a host thread: lands at the boundary plus its planned lateness, plus the error of
-                # this draw against the mean latency; an early landing is clamped at the boundary
-                err = (host + tr) - cfg.switch.total_s
-                gpu.land(new, self.env.now + self.planned_late.get(i, 0.0) + err)
-                ack.succeed()
-                continue
-            stall = host + (cfg.costs.sync_overhead_s if cfg.mechanism == "sync" else cfg.costs.callback_overhead_s)
-            if cfg.switch.stall_while_relocking:
-                stall += tr
-                tr = 0.0
-            yield self.env.timeout(stall)
-            gpu.account_stall(i, stall)
-            gpu.land(new, self.env.now + tr)
-            ack.succeed()
+        self.switches += 1
+        host, tr = self.draw()
+        if cfg.mechanism == "predictive":
+            # issued early on a host thread: lands at the boundary plus its planned lateness, plus the error of
+            # this draw against the mean latency; an early landing is clamped at the boundary
+            err = (host + tr) - cfg.switch.total_s
+            gpu.land(new, self.env.now + self.planned_late.get(i, 0.0) + err)
+            return
+        stall = host + self._extra
+        if cfg.switch.stall_while_relocking:
+            stall += tr
+            tr = 0.0
+        yield self.env.timeout(stall)
+        gpu.account_stall(i, stall)
+        gpu.land(new, self.env.now + tr)
 
 
 class Gpu:
@@ -217,9 +218,7 @@ class Gpu:
                 if self.pending is not None:  # a new switch first completes the one still pending
                     self.eff, self.landed_at = self.pending[0], env.now
                     self.pending = None
-                ack = env.event()
-                ctl.requests.put((i, new, ack))
-                yield ack
+                yield from ctl.switch(self, i, new)
             if self._simple and (self.pending is None or self.pending[1] >= env.now + Tl[kl[i]][self.eff]):
                 # common case: the whole kernel at the setting in effect, one event
                 k, sg = kl[i], segl[i]
@@ -263,7 +262,6 @@ def run_single(run: GpuRun, cfg: SimConfig) -> dict:
     tl: list | None = [] if cfg.timeline else None
     gpu = Gpu(env, run, cfg, 0, tl)
     ctl = Controller(env, cfg, rng, planned_lateness(run, cfg.switch) if cfg.mechanism == "predictive" else {})
-    env.process(ctl.process(gpu))
     done = env.process(gpu.process(ctl))
     env.run(until=done)
     ideal = float(run.T[run.kernel, run.setting].sum()) if run.time_scale is None else float(

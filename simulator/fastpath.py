@@ -20,13 +20,18 @@ def fast_applies(cfg: SimConfig, gpus: int = 1) -> bool:
 
 def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     T = run.T if run.time_scale is None else run.T * run.time_scale
-    P = run.P * run.power_scale
-    t_inst = T[run.kernel, run.setting]
-    p_inst = P[run.kernel, run.setting]
-    sw = cfg.switch
-    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, sw, cfg.mechanism, cfg.costs)
+    P = run.P if run.power_scale == 1.0 else run.P * run.power_scale
+    flat = run.kernel * T.shape[1] + run.setting
+    t_inst = T.ravel()[flat]
+    p_inst = P.ravel()[flat]
+    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs)
+    e_inst = t_inst * p_inst
+    if r["switches"]:
+        tt, ee = t_inst + r["extra_time_s"], e_inst + r["extra_energy_j"]
+    else:
+        tt, ee = t_inst, e_inst
     nseg = len(run.names)
-    seg_t = np.bincount(run.segment, weights=t_inst + r["extra_time_s"], minlength=nseg)
-    seg_e = np.bincount(run.segment, weights=t_inst * p_inst + r["extra_energy_j"], minlength=nseg)
+    seg_t = np.bincount(run.segment, weights=tt, minlength=nseg)
+    seg_e = np.bincount(run.segment, weights=ee, minlength=nseg)
     return {"time_s": r["time_s"], "energy_j": r["energy_j"], "segment_time_s": seg_t, "segment_energy_j": seg_e,
             "switches": r["switches"], "switch_time_s": r["time_s"] - float(t_inst.sum()), "timeline": None}

@@ -126,7 +126,6 @@ def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_ind
     for g, (gpu, r) in enumerate(zip(gpus, runs)):
         ctl = Controller(env, cfg, np.random.default_rng([cfg.seed, g]),
                          planned_lateness(r, cfg.switch) if cfg.mechanism == "predictive" else {})
-        env.process(ctl.process(gpu))
         ctls.append(ctl)
     hooks: dict[int, object] = {}
     run0 = runs[0]
