@@ -142,31 +142,37 @@ class NvmlBackend:
 
     # ------------------------------------------------------------------ writes
     def set_clocks_mhz(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None:
-        """Lock core to [lowest, core_mhz] and memory to mem_mhz; verify by reading back (not in live switching,
-        where the next kernels run while the clocks relock)."""
-        self._write(f"set clocks {core_mhz}/{mem_mhz} MHz")
+        """Lock core to [lowest, core_mhz] and memory to mem_mhz (0 = leave that clock to the driver); verify by
+        reading back (not in live switching, where the next kernels run while the clocks relock)."""
+        self._write(f"set clocks {core_mhz or 'auto'}/{mem_mhz or 'auto'} MHz")
         caps = self.capabilities()
         if caps.mig:
             raise HardwareError(caps.reason)
-        if mem_mhz not in caps.supported:
+        if mem_mhz and mem_mhz not in caps.supported:
             raise UnsupportedClockError(
                 f"memory clock {mem_mhz} MHz is not supported by {self.name}; supported: "
                 f"{', '.join(map(str, sorted(caps.supported)))} MHz")
-        cores = caps.supported[mem_mhz]
-        if core_mhz not in cores:
+        cores = caps.supported[mem_mhz or max(caps.supported)]
+        if core_mhz and core_mhz not in cores:
             raise UnsupportedClockError(
-                f"core clock {core_mhz} MHz is not supported by {self.name} with memory {mem_mhz} MHz "
+                f"core clock {core_mhz} MHz is not supported by {self.name} with memory {mem_mhz or 'auto'} MHz "
                 f"({cores[0]}–{cores[-1]} MHz, {len(cores)} values); pick one of them")
         n, h = self.nvml, self.handle
-        self._call(n.nvmlDeviceSetMemoryLockedClocks, h, mem_mhz, mem_mhz, what=f"lock the memory clock at {mem_mhz} MHz")
-        self._call(n.nvmlDeviceSetGpuLockedClocks, h, cores[0], core_mhz, what=f"lock the core clock at ≤ {core_mhz} MHz")
+        if mem_mhz:
+            self._call(n.nvmlDeviceSetMemoryLockedClocks, h, mem_mhz, mem_mhz, what=f"lock the memory clock at {mem_mhz} MHz")
+        else:
+            self._call(n.nvmlDeviceResetMemoryLockedClocks, h, what="reset the memory clock")
+        if core_mhz:
+            self._call(n.nvmlDeviceSetGpuLockedClocks, h, cores[0], core_mhz, what=f"lock the core clock at ≤ {core_mhz} MHz")
+        else:
+            self._call(n.nvmlDeviceResetGpuLockedClocks, h, what="reset the core clock")
         # read back: the new clocks land after the switch latency; poll until they hold
         if not verify:
             return
         waited = 0.0
         while True:
             core_now, mem_now = self.clocks_mhz()
-            if core_now <= core_mhz + 15 and mem_now == mem_mhz:
+            if (not core_mhz or core_now <= core_mhz + 15) and (not mem_mhz or mem_now == mem_mhz):
                 break
             if waited >= self.settle_s:
                 raise HardwareError(
@@ -174,7 +180,7 @@ class NvmlBackend:
                     f"{mem_mhz} MHz; the driver did not apply the lock (run `kdvfs reset-clocks` and retry)")
             self.sleep(0.005)
             waited += 0.005
-        log.debug("clocks locked at %d/%d MHz (now %d/%d)", core_mhz, mem_mhz, core_now, mem_now)
+        log.debug("clocks locked at %s/%s MHz (now %d/%d)", core_mhz, mem_mhz, core_now, mem_now)
 
     def reset_clocks(self) -> None:
         self._write("reset clocks")

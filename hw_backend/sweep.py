@@ -133,36 +133,74 @@ def run_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int]],
     return out
 
 
+def _probes(spec: GpuSpec, settings: list[tuple[int, int]], first: int) -> list[tuple[int, int]]:
+    """Settings that show a kernel's core and memory sensitivity: auto, a lower core clock at the highest memory
+    clock, a lower memory clock at a high core clock, then more spread over the grid if asked."""
+    grid = [s for s in settings if s != (AUTO, AUTO)]
+    mems = sorted({m for _, m in grid if m != AUTO})
+    cores = sorted({c for c, _ in grid if c != AUTO})
+    out = [(AUTO, AUTO)] if (AUTO, AUTO) in settings else []
+
+    def nearest(c, m):
+        cand = [s for s in grid if s[1] == m] or grid
+        return min(cand, key=lambda s: abs((s[0] or spec.boost_core_mhz) - c))
+
+    if cores and mems:
+        out.append(nearest(0.55 * spec.boost_core_mhz, mems[-1]))
+        if len(mems) > 1:
+            hi = [m for m in mems if spec.bandwidth_gbs(np.array(m)) > 0.3 * spec.mem_bandwidth_gbs[-1]]
+            out.append(nearest(spec.boost_core_mhz, hi[0] if hi else mems[-2]))
+    explicit = sorted(grid, key=lambda s: (s[1], s[0]))
+    for i in np.linspace(0, len(explicit) - 1, max(first - 2, 0) + 2).round().astype(int)[1:-1]:
+        if len(out) >= first + 1:
+            break
+        if explicit[i] not in out:
+            out.append(explicit[i])
+    return list(dict.fromkeys(out))[: first + 1]
+
+
 def sparse_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int]], out: str | Path, *,
-                 first: int = 3, around: int = 2, **kw) -> dict:
-    """Measure ``first`` settings per unit spread over the grid, fit, then the ``around`` nearest settings on each
-    side of each kernel's predicted optimum (least energy not slower than auto). Returns counts."""
+                 first: int = 2, rounds: int = 2, **kw) -> dict:
+    """Measure auto and ``first`` probe settings per kernel, fit the model, solve the global strict-waste problem on
+    the fitted profile, and measure each kernel's chosen setting if it is new; repeat ``rounds`` times.
+    Returns the number of measurements."""
     from kdvfs.fit import fit_params, read_sweep
     from kdvfs.model import evaluate
+    from kdvfs.optimize.knapsack import solve_fast
 
-    grid = [s for s in settings if s != (AUTO, AUTO)]
-    explicit = sorted(grid, key=lambda s: (s[1], s[0]))
-    idx = np.unique(np.linspace(0, len(explicit) - 1, first).round().astype(int))
-    seed = [(AUTO, AUTO)] + [explicit[i] for i in idx]
-    run_sweep(backend, workload, spec, seed, out, only=None, **kw)
-    sw = read_sweep(out)
-    _, params = fit_params(sw, spec)
-    key_idx = {k: i for i, k in enumerate(params.keys)}
-    c = np.array([s[0] for s in explicit])
-    m = np.array([s[1] for s in explicit])
-    only: dict[str, list[tuple[int, int]]] = {}
-    for u in workload.units():
-        k = key_idx[u.keys[0]]
-        ev = evaluate(spec, params, c, m, kernel_index=np.full(len(c), k))
-        auto = evaluate(spec, params, np.array([AUTO]), np.array([AUTO]), kernel_index=np.array([k]))
-        ok = np.nonzero(ev.time_s <= auto.time_s[0] * 1.02)[0]
-        best = int(ok[np.argmin(ev.energy_j[ok])]) if len(ok) else int(np.argmin(ev.time_s))
-        near = sorted(range(len(explicit)), key=lambda j: (abs(m[j] - m[best]) > 0, abs(c[j] - c[best])))[: 2 * around + 1]
-        only[u.name] = [explicit[j] for j in near]
-    extra = sorted({s for v in only.values() for s in v}, key=lambda s: (s[1], s[0]))
-    run_sweep(backend, workload, spec, extra, out, only=only, **kw)
-    n_meas = sum(1 for _ in read_sweep(out, min_points=1).points.values() for _ in _)
-    return {"measured_settings": n_meas, "units": len(workload.units())}
+    probes = _probes(spec, settings, first)
+    run_sweep(backend, workload, spec, probes, out, only=None, **kw)
+    units = workload.units()
+    reps = {u.name: 1 for u in units}
+    c = np.array([s[0] for s in settings])
+    m = np.array([s[1] for s in settings])
+    for _ in range(rounds):
+        sw = read_sweep(out)
+        _, params = fit_params(sw, spec)
+        ev = evaluate(spec, params, c, m)
+        key_idx = {k: i for i, k in enumerate(params.keys)}
+        idx = [key_idx[u.keys[0]] for u in units]
+        T, E = ev.time_s[idx], ev.energy_j[idx]
+        r = np.array([reps[u.name] for u in units])
+        if hasattr(workload, "trace"):
+            rep_of = dict(zip(workload.trace.kernel_keys, workload.trace.repeats.tolist()))
+            r = np.array([rep_of.get(u.keys[0], 1) for u in units])
+        ia = settings.index((AUTO, AUTO)) if (AUTO, AUTO) in settings else int(np.argmax(c))
+        alloc = solve_fast(T, E, r, float(r @ T[:, ia]))
+        done = {(k, cc, mm) for k, ps in read_sweep(out, min_points=1).points.items() for p in ps
+                for cc, mm in [(p.core_mhz, p.mem_mhz)]}
+        only: dict[str, list[tuple[int, int]]] = {}
+        for u, cnt in zip(units, alloc.counts):
+            s = max(cnt, key=cnt.get)
+            st = settings[s]
+            if (u.keys[0], st[0], st[1]) not in done:
+                only[u.name] = [st]
+        if not only:
+            break
+        extra = sorted({s for v in only.values() for s in v}, key=lambda s: (s[1], s[0]))
+        run_sweep(backend, workload, spec, extra, out, only=only, **kw)
+    n_meas = sum(len(ps) for ps in read_sweep(out, min_points=1).points.values())
+    return {"measured_settings": n_meas, "units": len(units)}
 
 
 _ = time
