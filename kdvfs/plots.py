@@ -17,26 +17,42 @@ def _plt():
 
 
 def plot_whatif(rows: list[dict], path: str | Path, markers: dict[str, float] | None = None, title: str = "") -> Path:
-    """Energy saving against switch latency: one line per policy (and mechanism), preset latencies marked."""
+    """Energy saving (top) and time change (bottom) against switch latency: one line per policy and mechanism
+    (auto and ideal once: they do not depend on the mechanism), preset latencies marked."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(8.5, 6.8), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     keys = sorted({(r["policy"], r["mechanism"]) for r in rows})
+    seen: set[str] = set()
     for pol, mech in keys:
-        pts = sorted((r["switch_latency_s"], -r["energy_change_pct"]) for r in rows
+        if pol in ("auto", "ideal"):
+            if pol in seen:
+                continue
+            seen.add(pol)
+        pts = sorted((r["switch_latency_s"], -r["energy_change_pct"], r["time_change_pct"]) for r in rows
                      if r["policy"] == pol and r["mechanism"] == mech)
         if not pts:
             continue
-        xs, ys = zip(*pts)
+        xs, ys, ts = zip(*pts)
         style = "--" if pol in ("auto", "ideal") else "-"
-        ax.plot(xs, ys, style, marker="o", ms=3, label=f"{pol} ({mech})" if pol not in ("auto", "ideal") else pol)
+        label = pol if pol in ("auto", "ideal") else f"{pol} ({mech})"
+        line, = ax.plot(xs, ys, style, marker="o", ms=3, label=label)
+        bx.plot(xs, ts, style, marker="o", ms=3, color=line.get_color())
+    for a in (ax, bx):
+        for name, lat in (markers or {}).items():
+            a.axvline(lat, color="grey", lw=0.8, ls=":")
+        a.grid(alpha=0.3)
     for name, lat in (markers or {}).items():
-        ax.axvline(lat, color="grey", lw=0.8, ls=":")
-        ax.text(lat, ax.get_ylim()[1], f" {name}", rotation=90, va="top", fontsize=8, color="grey")
+        ax.text(lat, 1.0, f" {name}", rotation=90, va="top", fontsize=8, color="grey", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
-    ax.set_xlabel("clock-switch latency (s)")
+    lo = min(-r["energy_change_pct"] for r in rows)
+    if lo < -5:  # a naive schedule at long latencies can lose far more than the others save: keep them readable
+        ax.set_ylim(bottom=-5)
+        ax.text(0.99, 0.02, f"lowest {lo:.0f} % (off the axis)", ha="right", fontsize=7, color="grey", transform=ax.transAxes)
+    bx.set_xlabel("clock-switch latency (s)")
     ax.set_ylabel("energy saving vs auto (%)")
+    bx.set_ylabel("time change vs auto (%)")
+    bx.set_yscale("symlog", linthresh=1.0)
     ax.set_title(title or "What survives the switch latency")
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
