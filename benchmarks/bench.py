@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -31,7 +32,7 @@ from kdvfs.optimize import Problem, switch_aware  # noqa: E402
 from kdvfs.optimize.knapsack import solve_fast, solve_milp  # noqa: E402
 from kdvfs.profile import load_profile  # noqa: E402
 from kdvfs.switching import SwitchCosts  # noqa: E402
-from kdvfs.trace import Segment, Trace  # noqa: E402
+from kdvfs.trace import Trace  # noqa: E402
 
 
 def best_of(fn, n=3):
@@ -85,8 +86,8 @@ def main() -> int:
         sched = Schedule("bench", "h200", core, mem)
         run = build_run(big, bp, sched, get_gpu("h200"))
         cfg = SimConfig("sync", sw, SwitchCosts())
-        te, re_ = best_of(lambda: run_single(run, cfg), 3)
-        tfp, rf = best_of(lambda: fast_single(run, cfg), 20)
+        te, re_ = best_of(functools.partial(run_single, run, cfg), 3)
+        tfp, rf = best_of(functools.partial(fast_single, run, cfg), 20)
         assert abs(re_["energy_j"] / rf["energy_j"] - 1) < 1e-9
         print(f"[3] {n} instances, {label} ({re_['switches']} switches): engine {n / te:,.0f} instances/s, "
               f"fast path {n / tfp:,.0f} instances/s = {te / tfp:.0f}× the engine  [targets ≥ 200 000/s, ≥ 100×]")

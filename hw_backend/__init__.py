@@ -19,7 +19,7 @@ from hw_backend.sim_workload import SimulatedWorkload, TorchWorkload, Unit
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = sorted([
-    "Capabilities", "ClockGuard", "FakeNvml", "GpuBackend", "NvmlBackend", "SimulatedWorkload", "TorchWorkload", "Unit",
-    "WindowResult", "measure_window",
-])
+__all__ = [
+    "Capabilities", "ClockGuard", "FakeNvml", "GpuBackend", "NvmlBackend", "SimulatedWorkload", "TorchWorkload",
+    "Unit", "WindowResult", "measure_window",
+]

@@ -8,13 +8,21 @@ write with ``ObserveOnlyError`` before anything reaches the driver.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
-from kdvfs.errors import HardwareError, InputError, NoGpuError, ObserveOnlyError, PermissionDeniedError, UnsupportedClockError
 from hw_backend.base import Capabilities
+from kdvfs.errors import (
+    HardwareError,
+    InputError,
+    NoGpuError,
+    ObserveOnlyError,
+    PermissionDeniedError,
+    UnsupportedClockError,
+)
 
 __all__ = ["NvmlBackend", "load_pynvml"]
 
@@ -189,7 +197,5 @@ class NvmlBackend:
         self._call(n.nvmlDeviceResetMemoryLockedClocks, h, what="reset the memory clock")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(HardwareError):
             self._call(self.nvml.nvmlShutdown, what="shut NVML down")
-        except HardwareError:
-            pass

@@ -13,6 +13,7 @@ kernel's predicted optimum.
 from __future__ import annotations
 
 import csv
+import functools
 import logging
 import os
 import time
@@ -116,11 +117,12 @@ def run_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int]],
                     guard.set(*st)
                 current = st
             est = max(workload.unit_time_estimate_s(u), 1e-6)
-            w = measure_window(lambda u=u, b=max(1, int(0.02 / est)): workload.run_unit(u, b), workload.sync, backend,
-                               window_s=window_s, warmup_s=warmup_s, batch=1, min_steps=min_steps, clock=workload.clock)
+            b = max(1, int(0.02 / est))  # units per synchronisation: ~20 ms of work
+            w = measure_window(functools.partial(workload.run_unit, u, b), workload.sync, backend, window_s=window_s,
+                               warmup_s=warmup_s, batch=1, min_steps=min_steps, clock=workload.clock)
             temp = backend.temperature_c() if hasattr(backend, "temperature_c") else None
-            per_t = w.time_s / w.iterations / max(1, int(0.02 / est))
-            per_e = w.energy_j / w.iterations / max(1, int(0.02 / est))
+            per_t = w.time_s / w.iterations / b
+            per_e = w.energy_j / w.iterations / b
             for key, share in zip(u.keys, u.shares):
                 _append(out, {"kernel": key, "core_mhz": fmt_clock(st[0]), "mem_mhz": fmt_clock(st[1]), "repeat": r,
                               "time_s": f"{per_t * share:.6e}", "power_w": f"{w.power_w:.3f}",

@@ -32,9 +32,9 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = sorted([
+__all__ = [
     "AUTO", "FormatError", "GpuSpec", "HardwareError", "InfeasibleError", "InputError", "KdvfsError", "Kernel",
     "KernelParams", "NoGpuError", "ObserveOnlyError", "PermissionDeniedError", "Profile", "Schedule", "Segment",
     "SwitchModel", "Trace", "UnsupportedClockError", "build_profile", "default_params", "evaluate", "get_gpu",
     "gpu_names", "load_profile", "load_schedule", "load_trace", "save_profile", "save_schedule", "save_trace",
-])
+]

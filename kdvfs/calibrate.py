@@ -17,7 +17,7 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.sparse import lil_matrix
 
-from kdvfs.gpus import AUTO, GpuSpec, RTX3080TI
+from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
 __all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "CalibrationResult", "calibrate", "read_table", "report"]

@@ -320,8 +320,8 @@ def cmd_compare(a) -> int:
     return 0
 
 
-from kdvfs.cli_sim import add_sim_commands  # noqa: E402
 from kdvfs.cli_hw import add_hw_commands  # noqa: E402
+from kdvfs.cli_sim import add_sim_commands  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

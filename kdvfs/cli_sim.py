@@ -138,7 +138,7 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     _write_csv([dict(r, scope=k) for k, v in curves.items() for r in v], out_dir / "frontier.csv")
     plot_frontier(curves, out_dir / "frontier.png", "GPT-3 XL on RTX 3080 Ti (calibrated model)")
     scen = []
-    for gen, preset in GENERATIONS.items():
+    for preset in GENERATIONS.values():
         scen += grid([preset], [None], ["sync", "callback", "predictive"], ["auto", "pass", "ideal", "naive", "switch-aware"], [0.0])
         scen += grid([preset], [None], ["sync", "predictive"], ["switch-aware"], [1.0])
     # a latency sweep for the figure (the Hopper preset's host/transition split)

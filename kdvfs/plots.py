@@ -38,7 +38,7 @@ def plot_whatif(rows: list[dict], path: str | Path, markers: dict[str, float] | 
         line, = ax.plot(xs, ys, style, marker="o", ms=3, label=label)
         bx.plot(xs, ts, style, marker="o", ms=3, color=line.get_color())
     for a in (ax, bx):
-        for name, lat in (markers or {}).items():
+        for lat in (markers or {}).values():
             a.axvline(lat, color="grey", lw=0.8, ls=":")
         a.grid(alpha=0.3)
     for name, lat in (markers or {}).items():

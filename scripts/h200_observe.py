@@ -13,6 +13,7 @@ counter, clocks and power. Writes into OUT_DIR:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -71,7 +72,7 @@ def main() -> int:
     if a.only_foreign:
         foreign_trace(out / "foreign-transformer.kineto.json.gz")
         return 0
-    res: dict = {"command": "python scripts/h200_observe.py OUT --window %g" % a.window, "torch": torch.__version__}
+    res: dict = {"command": f"python scripts/h200_observe.py OUT --window {a.window:g}", "torch": torch.__version__}
     t0 = time.time()
     import traceback
 
@@ -119,7 +120,7 @@ def main() -> int:
     res["stages"] = stages
     for st in wl.stage_names():
         try:
-            fn = (lambda s=st: wl.run_stage(s))
+            fn = functools.partial(wl.run_stage, st)
             b = batch_for(fn)
             w = measure_window(fn, sync, be, window_s=a.window, warmup_s=1.0, batch=b)
             stages[st] = dict(w.to_dict(), batch=b)
@@ -130,7 +131,7 @@ def main() -> int:
         (out / "h200_measurements.json").write_text(json.dumps(res, indent=1) + "\n")
 
     wl2 = BlockWorkload(BlockConfig(precision="bf16"))
-    step = lambda: wl2.step()  # noqa: E731
+    step = wl2.step
     attempt("step", lambda: measure_window(step, sync, be, window_s=a.window, warmup_s=1.0, batch=1).to_dict())
     print("step", res["step"], flush=True)
 

@@ -12,5 +12,7 @@ from simulator.engine import SimConfig
 from simulator.parallel import ParallelConfig, ring_allreduce_s
 from simulator.timeline import write_timeline
 
-__all__ = sorted(["ParallelConfig", "SimConfig", "SimResult", "build_run", "ring_allreduce_s", "scaling_report",
-                  "simulate", "write_timeline"])
+__all__ = [
+    "ParallelConfig", "SimConfig", "SimResult", "build_run", "ring_allreduce_s", "scaling_report", "simulate",
+    "write_timeline",
+]

@@ -62,7 +62,7 @@ def _rep_index(trace: Trace) -> np.ndarray:
 
 def _straggler(run: GpuRun, f: float, cap_w: float) -> GpuRun:
     """A GPU drawing f× the power: capped kernels run slower (P ∝ f³ near the top of the curve), others draw more."""
-    capped = run.P >= 0.98 * cap_w
+    capped = 0.98 * cap_w <= run.P
     T = np.where(capped, run.T * f ** (1 / 3), run.T)
     P = np.where(capped, run.P, run.P * f)
     return replace(run, T=T, P=P)

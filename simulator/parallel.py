@@ -5,6 +5,7 @@ slowest GPU sets the pace and the others idle at idle power."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,6 +116,14 @@ def _boundaries(run: GpuRun, seg_names: list[str], seg_of_kernel_rep: np.ndarray
     return out
 
 
+def _post(bk: _Buckets, b: int, gpu: Gpu):
+    yield from bk.post(b)
+
+
+def _join(c: _Collective, seg: int, gpu: Gpu):
+    return c.join(gpu, seg)
+
+
 def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_index: np.ndarray) -> dict:
     """Simulate ``len(runs)`` GPUs meeting at collectives."""
     env = simpy.Environment()
@@ -123,7 +132,7 @@ def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_ind
     timeline: list | None = [] if cfg.timeline else None
     gpus = [Gpu(env, r, cfg, g, timeline) for g, r in enumerate(runs)]
     ctls = []
-    for g, (gpu, r) in enumerate(zip(gpus, runs)):
+    for g, r in enumerate(runs):
         ctl = Controller(env, cfg, np.random.default_rng([cfg.seed, g]),
                          planned_lateness(r, cfg.switch) if cfg.mechanism == "predictive" else {})
         ctls.append(ctl)
@@ -137,7 +146,7 @@ def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_ind
             ends = sorted(ends) or [last_bwd]
             bk = _Buckets(env, n, len(ends), ring_allreduce_s(pc.grad_bytes / len(ends), n, pc.link_bw_gbs, pc.link_latency_s))
             for b, i in enumerate(ends):
-                hooks[i] = (lambda b=b: (lambda gpu: bk.post(b)))()
+                hooks[i] = functools.partial(_post, bk, b)
             prev = hooks.get(last_bwd)
 
             def final(gpu, prev=prev):
@@ -155,7 +164,7 @@ def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_ind
                 for i in _boundaries(run0, names, rep_index, nm):
                     c = _Collective(env, n, dur)
                     seg = int(run0.segment[i - 1])
-                    hooks[i] = (lambda c=c, seg=seg: (lambda gpu: c.join(gpu, seg)))()
+                    hooks[i] = functools.partial(_join, c, seg)
     procs = [env.process(gpu.process(ctl, hooks)) for gpu, ctl in zip(gpus, ctls)]
     env.run(until=simpy.AllOf(env, procs))
     end = env.now

@@ -6,14 +6,20 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 from conftest import ROOT, run_cli
 
 from hw_backend import ClockGuard, FakeNvml, NvmlBackend, SimulatedWorkload
 from hw_backend.sweep import done_rows, run_sweep
 from hw_backend.validate import validate
-from kdvfs.errors import HardwareError, InputError, NoGpuError, ObserveOnlyError, PermissionDeniedError, UnsupportedClockError
+from kdvfs.errors import (
+    HardwareError,
+    InputError,
+    NoGpuError,
+    ObserveOnlyError,
+    PermissionDeniedError,
+    UnsupportedClockError,
+)
 from kdvfs.gpus import AUTO, get_gpu
 from kdvfs.model import default_params
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from kdvfs.calibrate import STUDY_CORES, STUDY_MEMS, read_table, report, CalibrationResult, load_params
+from kdvfs.calibrate import STUDY_CORES, STUDY_MEMS, CalibrationResult, load_params, read_table, report
 from kdvfs.errors import FormatError, InputError, UnsupportedClockError
 from kdvfs.gpus import AUTO, PRESETS, get_gpu
 from kdvfs.model import default_params, evaluate

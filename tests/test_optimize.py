@@ -7,7 +7,7 @@ from conftest import run_cli
 
 from kdvfs.errors import FormatError, InfeasibleError, UnsupportedClockError
 from kdvfs.gpus import SwitchModel, get_gpu
-from kdvfs.optimize import Problem, allocate, evaluate_with_switching, optimize, switch_aware
+from kdvfs.optimize import allocate, evaluate_with_switching, optimize, switch_aware
 from kdvfs.optimize.knapsack import lower_hull, pareto_front, solve_fast, solve_milp
 from kdvfs.schedule import load_schedule, save_schedule
 

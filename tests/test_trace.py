@@ -8,7 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kdvfs.errors import FormatError
-from kdvfs.trace import CATEGORIES, PASSES, Kernel, Segment, Trace, load_trace, save_trace, trace_from_dict, trace_to_dict
+from kdvfs.trace import (
+    CATEGORIES,
+    PASSES,
+    Kernel,
+    Segment,
+    Trace,
+    load_trace,
+    save_trace,
+    trace_from_dict,
+    trace_to_dict,
+)
 
 
 def test_spaan_trace_totals(spaan_trace):

@@ -12,8 +12,7 @@ from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, allocate, allocate
 from kdvfs.optimize.problem import OBJECTIVES, Allocation, Problem
 from kdvfs.optimize.switchaware import evaluate_with_switching, switch_aware
 
-__all__ = sorted([
+__all__ = [
     "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "allocate", "allocate_schedule",
-    "evaluate_with_switching", "frontier", "optimize",
-    "switch_aware",
-])
+    "evaluate_with_switching", "frontier", "optimize", "switch_aware",
+]
