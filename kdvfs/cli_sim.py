@@ -33,6 +33,8 @@ def cmd_simulate(a) -> int:
     pb = _problem(a)
     spec = get_gpu(a.gpu)
     sched = load_schedule(a.schedule)
+    a.parallel_given = a.parallel is not None
+    a.parallel = a.parallel or "dp"
     sw = _switch_model(a, spec.name)
     if a.switch_latency is None and a.spread is not None:
         import dataclasses
@@ -41,6 +43,8 @@ def cmd_simulate(a) -> int:
     cfg = SimConfig(mechanism=a.mechanism, switch=sw, costs=SwitchCosts(idle_power_w=spec.idle_power_w), seed=a.seed,
                     timeline=bool(a.timeline))
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
+    if a.scaling:
+        return _scaling(a, pb, sched, spec, cfg)
     r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path)
     auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
     if a.timeline:
@@ -60,6 +64,32 @@ def cmd_simulate(a) -> int:
              if a.gpus == 1 else "")
     c.print(f"iteration: {r.time_s:.6g} s, {r.energy_j:.6g} J{extra}; {r.switches} switches, "
             f"{1e3 * r.switch_time_s:.4g} ms lost to switching" + (f"; timeline in {a.timeline}" if a.timeline else ""))
+    return 0
+
+
+def _scaling(a, pb, sched, spec, cfg) -> int:
+    """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
+    from kdvfs.optimize import allocate_schedule
+    from kdvfs.plots import plot_scaling
+    from simulator import scaling_report
+
+    try:
+        counts = [int(x) for x in a.scaling.split(",")]
+    except ValueError:
+        raise InputError(f"--scaling {a.scaling!r} must be GPU counts separated by commas, e.g. 1,2,4,8,16") from None
+    auto = allocate_schedule(pb, "static", auto=True)
+    rows = []
+    for mode in ([a.parallel] if a.parallel_given else ["dp", "tp"]):
+        rows += scaling_report(pb.trace, pb.profile, sched, auto, spec, cfg, counts, mode, overlap=a.overlap)
+    if a.scaling_png:
+        plot_scaling(rows, a.scaling_png, f"{pb.trace.name}: schedule vs auto on N GPUs")
+    if a.json:
+        print_json(rows)
+        return 0
+    make_console().print(table("savings as the number of GPUs grows (simulated)",
+                               ["parallel", "GPUs", "time (s)", "energy (J)", "time %", "energy %"],
+                               [[r["parallel"], r["gpus"], r["time_s"], r["energy_j"], f"{r['time_change_pct']:+.2f}",
+                                 f"{r['energy_change_pct']:+.2f}"] for r in rows]))
     return 0
 
 
@@ -195,7 +225,9 @@ def add_sim_commands(sub, j) -> None:
     sp.add_argument("--spread", type=float, help="relative spread of switch latencies (engine)")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--gpus", type=int, default=1)
-    sp.add_argument("--parallel", choices=["dp", "tp"], default="dp")
+    sp.add_argument("--parallel", choices=["dp", "tp"])
+    sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: report savings against auto for each")
+    sp.add_argument("--scaling-png", help="figure of --scaling")
     sp.add_argument("--overlap", action="store_true", help="DP: bucketed all-reduce overlapped with backward")
     sp.add_argument("--path", choices=["auto", "engine", "fast"], default="auto")
     sp.add_argument("--timeline", help="write a Chrome trace JSON (Perfetto)")

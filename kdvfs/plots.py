@@ -16,6 +16,15 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, ax, path: str | Path) -> Path:
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+
+
 def plot_whatif(rows: list[dict], path: str | Path, markers: dict[str, float] | None = None, title: str = "") -> Path:
     """Energy saving (top) and time change (bottom) against switch latency: one line per policy and mechanism
     (auto and ideal once: they do not depend on the mechanism), preset latencies marked."""
@@ -68,15 +77,10 @@ def plot_frontier(curves: dict[str, list[dict]], path: str | Path, title: str = 
     ax.set_xlabel("tolerated slowdown τ (%)")
     ax.set_ylabel("energy change vs auto (%)")
     ax.set_title(title or "Relaxed waste reduction")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, ax, path)
 
 
-def plot_scaling(rows: list[dict], path: str | Path) -> Path:
+def plot_scaling(rows: list[dict], path: str | Path, title: str = "") -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
     for mode in sorted({r["parallel"] for r in rows}):
@@ -85,9 +89,5 @@ def plot_scaling(rows: list[dict], path: str | Path) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("GPUs")
     ax.set_ylabel("energy change vs auto (%)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    ax.set_title(title or "Savings as the number of GPUs grows")
+    return _save(plt, fig, ax, path)

@@ -171,3 +171,20 @@ def test_simulate_cli_json_and_timeline(tmp_path, capsys, spaan_problem):
     d = json.loads(out)
     assert code == 0 and d["path"] == "engine" and d["switches"] > 100 and tl.exists()
     assert d["switch_latency_s"] == pytest.approx(6e-3)
+
+
+def test_scaling_report_cli(tmp_path, capsys, spaan_problem):
+    from kdvfs.optimize import optimize
+    from kdvfs.schedule import save_schedule
+
+    sp = save_schedule(optimize(spaan_problem), tmp_path / "s.json")
+    png = tmp_path / "scal.png"
+    code, out, _ = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(sp), "--gpu", "rtx3080ti",
+                            "--switch-model", "ivr", "--mechanism", "predictive", "--scaling", "1,4", "--scaling-png",
+                            str(png), "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and png.exists() and [(r["parallel"], r["gpus"]) for r in rows] == [("dp", 1), ("dp", 4), ("tp", 1), ("tp", 4)]
+    assert all(-20 < r["energy_change_pct"] < -12 for r in rows)
+    code, _, err = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(sp), "--gpu", "rtx3080ti",
+                            "--scaling", "1,x"], capsys)
+    assert code == 2 and "--scaling '1,x' must be GPU counts" in err
