@@ -60,9 +60,15 @@ def _live(backend, workload, trace: Trace, sched: Schedule, guard: ClockGuard | 
           noop_writes: bool):
     setting = list(zip(sched.core_mhz.tolist(), sched.mem_mhz.tolist()))
     state = {"req": setting[0]}
+    # a real workload calls back with its stage name at each stage boundary: the stage takes the setting of its
+    # first kernel's first instance (one recorded layer stands for all repetitions)
+    first_of_key: dict[str, int] = {}
+    for i, k in enumerate(trace.instances().tolist()):
+        first_of_key.setdefault(trace.kernel_keys[k], i)
+    stage_setting = {u.name: setting[min(first_of_key[k] for k in u.keys)] for u in workload.units()}
 
     def before(i):
-        st = setting[i] if isinstance(i, int) else state["req"]
+        st = setting[i] if isinstance(i, int) else stage_setting.get(i, state["req"])
         if st != state["req"]:
             state["req"] = st
             workload.sync()  # synchronous mechanism: wait for the kernel, call the driver, launch the next
