@@ -31,6 +31,8 @@ class Unit:
 class SimulatedWorkload:
     """The trace's kernels on a fake GPU: each kernel is its own unit."""
 
+    boundaries = "instance"  # run_step calls back before every instance
+
     def __init__(self, trace: Trace, fake) -> None:
         self.trace, self.fake = trace, fake
         if fake.params is None or len(fake.params.keys) != len(trace.kernels):
@@ -79,6 +81,8 @@ def stages_of(trace: Trace) -> list[str]:
 
 class TorchWorkload:
     """The recorded transformer block on a real GPU; units are the block's stages."""
+
+    boundaries = "stage"  # run_step calls back at stage boundaries, with the stage's name
 
     def __init__(self, trace: Trace, precision: str = "bf16", batch: int | None = None, seq: int | None = None) -> None:
         from hw_backend.workloads import BlockConfig, BlockWorkload, require_torch_cuda
