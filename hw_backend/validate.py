@@ -142,6 +142,12 @@ def validate(backend, workload, trace: Trace, profile: Profile, sched: Schedule,
     if stage_level and mode == "live":
         # a real workload switches at its stage boundaries only: predict the schedule it actually ran
         sched = _stage_collapsed(trace, sched, workload)
+    if noop_writes:
+        # the clocks never change: every setting behaves like auto, and each switch point costs its stall
+        prof = profile.for_trace(trace)
+        ia = prof.auto_index
+        profile = dataclasses.replace(prof, time_s=np.repeat(prof.time_s[:, ia:ia + 1], len(prof.settings), 1),
+                                      power_w=np.repeat(prof.power_w[:, ia:ia + 1], len(prof.settings), 1))
     sim_s = simulate(trace, profile, sched, spec, cfg, path="fast")
     sim_a = simulate(trace, profile, auto, spec, cfg, path="fast")
     if mode == "isolated":  # the study's assumption: no switching cost at all
