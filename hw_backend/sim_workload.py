@@ -11,8 +11,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-import numpy as np
-
 from kdvfs.errors import InputError
 from kdvfs.trace import Trace
 
@@ -143,5 +141,3 @@ class TorchWorkload:
         finally:
             self.wl._label = labels  # type: ignore[method-assign]
 
-
-_ = np

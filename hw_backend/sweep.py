@@ -16,7 +16,6 @@ import csv
 import functools
 import logging
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -204,5 +203,3 @@ def sparse_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int
     n_meas = sum(len(ps) for ps in read_sweep(out, min_points=1).points.values())
     return {"measured_settings": n_meas, "units": len(units)}
 
-
-_ = time

@@ -254,5 +254,3 @@ def add_sim_commands(sub, j) -> None:
     sp.add_argument("--executor", default="local")
     sp.set_defaults(fn=cmd_demo)
 
-
-_ = InputError

@@ -93,12 +93,10 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         mark[change] = 1
         run_id = np.cumsum(mark) - 1  # -1 before the first switch
         if mechanism == "predictive":
-            ends = np.concatenate([change[1:], [n]])
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
             gap = np.full(m, np.inf)
             gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
             lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
-            _ = ends
         else:
             per_t[change] += stall
             per_e[change] += stall * costs.idle_power_w

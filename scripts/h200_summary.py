@@ -21,8 +21,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -130,7 +128,6 @@ def main() -> int:
         print(f"live {k} no-op switch: +{1e6 * v['measured_extra_time_per_switch_s']:.0f} µs, "
               f"{v['measured_extra_energy_per_switch_j']:+.4f} J per switch (simulated +{1e6 * v['simulated_extra_time_per_switch_s']:.0f} µs, "
               f"{v['simulated_extra_energy_per_switch_j']:+.4f} J)")
-    _ = np
     return 0
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from kdvfs.errors import InfeasibleError, InputError
-from kdvfs.gpus import AUTO
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 from kdvfs.trace import Trace
@@ -139,5 +138,3 @@ def check_objective(obj: str) -> str:
         raise InputError(f"objective {obj!r} is not one of {', '.join(OBJECTIVES)}")
     return obj
 
-
-_ = AUTO
