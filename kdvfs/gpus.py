@@ -212,8 +212,14 @@ class GpuSpec:
             "switch": {"host_call_s": self.switch.host_call_s, "transition_s": self.switch.transition_s,
                        "spread": self.switch.spread, "stall_while_relocking": self.switch.stall_while_relocking,
                        "source": self.switch.source},
-            "sources": dict(self.sources),
+            # every number with its source; a number without a cited source is an assumption
+            "sources": {f: self.source_of(f) for f in _SOURCED_FIELDS},
         }
+
+
+_SOURCED_FIELDS = ("core_clocks_mhz", "mem_clocks_mhz", "mem_max_core_mhz", "boost_core_mhz", "power_limit_w", "cap_w",
+                   "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_bandwidth_gbs", "core_power_w", "mem_power_w",
+                   "auto_mem_extra_w", "mem_traffic_power_w", "smooth_p", "peak_tflops", "switch")
 
 
 def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
@@ -294,6 +300,7 @@ B200 = GpuSpec(
     switch=SwitchModel(host_call_s=0.2e-3, transition_s=0.8e-3, spread=0.25,
                        source="assumption: 'much faster than earlier parts' (Spaan et al.; hardware_facts); no published latency"),
     sources=(("power_limit_w", _HF + " (~1000 W)"), ("mem_bandwidth_gbs", "NVIDIA B200 datasheet (8 TB/s)"),
+             ("switch", "assumption: 1 ms total, 'much faster than earlier parts' (Spaan et al.); no published latency"),
              ("peak_tflops", "NVIDIA B200 datasheet, dense bf16"), ("core_clocks_mhz", "assumption")),
 )
 
@@ -302,6 +309,8 @@ IVR = replace(
     RTX3080TI, name="ivr", full_name="hypothetical RTX 3080 Ti with integrated voltage regulators", arch="hypothetical",
     switch=SwitchModel(host_call_s=0.0, transition_s=100e-9, spread=0.0,
                        source="Bharadwaj et al., 'Predict; Don't React', ASPLOS 2023: ns to µs with IVRs (simulated)"),
+    sources=tuple((k, v) for k, v in RTX3080TI.sources if k != "switch")
+    + (("switch", "assumption within the range of Bharadwaj et al., ASPLOS 2023 (ns to µs with IVRs, simulated)"),),
 )
 
 PRESETS: dict[str, GpuSpec] = {g.name: g for g in (RTX3080TI, A100, H100, H200, B200, IVR)}
