@@ -82,6 +82,65 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     return cand[seq]
 
 
+def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, ages: int = 6) -> np.ndarray:
+    """Predictive switching: a switch lands late when the run before it was shorter than the switch latency, and the
+    next kernel's head then runs at the old setting. The state is (setting, instances in the current run, capped at
+    ``ages``); a run's duration comes from prefix sums per setting, so the lateness of each possible switch is exact
+    for runs shorter than the cap."""
+    inst = pb.trace.instances()
+    T = pb.T[:, cand]
+    own_all = pb.E[:, cand] + lam * T  # (K, S)
+    L = sw.host_call_s + sw.transition_s
+    n, S, A = len(inst), len(cand), ages
+    prefix = np.vstack([np.zeros((1, S)), np.cumsum(T[inst], axis=0)])  # (n + 1, S)
+    INF = np.inf
+    val = np.full((S, A), INF)
+    val[:, 0] = own_all[inst[0]]
+    back_s = np.empty((n, S, A), dtype=np.int16)
+    back_a = np.empty((n, S, A), dtype=np.int8)
+    back_s[0] = np.arange(S)[:, None]
+    back_a[0] = 0
+    ar = np.arange(A)
+    for i in range(1, n):
+        k = inst[i]
+        own = own_all[k]
+        # duration of the current run in each state (a + 1 instances, the cap standing for "at least")
+        start = np.maximum(i - (ar + 1), 0)
+        run_t = prefix[i][:, None] - prefix[start].T  # (S, A)
+        late = np.maximum(0.0, L - run_t)
+        frac = np.minimum(1.0, late / T[k][:, None])  # (S_old, A)
+        # switching from (s', a') to s: trans = frac·(own_old − own_new)
+        cost = val[:, :, None] + frac[:, :, None] * (own[:, None, None] - own[None, None, :])  # (S', A, S)
+        idx = np.arange(S)
+        cost[idx, :, idx] = INF
+        flat = cost.reshape(S * A, S)
+        best = np.argmin(flat, axis=0)
+        best_val = flat[best, idx]
+        new = np.full((S, A), INF)
+        bs = np.empty((S, A), dtype=np.int16)
+        ba = np.empty((S, A), dtype=np.int8)
+        # stay: age grows (capped)
+        new[:, 1:] = val[:, :-1]
+        bs[:, 1:] = idx[:, None]
+        ba[:, 1:] = ar[None, :-1]
+        cap = val[:, A - 1]
+        better = cap < new[:, A - 1]
+        new[:, A - 1] = np.where(better, cap, new[:, A - 1])
+        ba[:, A - 1] = np.where(better, A - 1, ba[:, A - 1])
+        # switch: a fresh run of age 0
+        new[:, 0] = best_val
+        bs[:, 0] = best // A
+        ba[:, 0] = best % A
+        val = new + own[:, None]
+        back_s[i], back_a[i] = bs, ba
+    seq = np.empty(n, dtype=np.int64)
+    s_, a_ = np.unravel_index(int(np.argmin(val)), val.shape)
+    for i in range(n - 1, -1, -1):
+        seq[i] = s_
+        s_, a_ = int(back_s[i, s_, a_]), int(back_a[i, s_, a_])
+    return cand[seq]
+
+
 def _schedule_from_settings(pb: Problem, sidx: np.ndarray, solver: str, slack_pct: float, sw: SwitchModel,
                             mechanism: str, costs: SwitchCosts) -> tuple[Schedule, dict]:
     st = np.array(pb.profile.settings)
@@ -134,8 +193,16 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
         consider(pb.instance_setting_index(coarse), f"switch-aware ({gran} schedule)")
     lo, hi = 0.0, None
     lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
+    if mechanism == "predictive":
+        cand = cand[:24]  # the age-aware DP carries more state: fewer candidate settings keep it fast
+
+    def plan(lam: float) -> np.ndarray:
+        if mechanism == "predictive":
+            return _dp_predictive(pb, cand, lam, sw)
+        return _dp(pb, cand, lam, sw, mechanism, costs)
+
     for _ in range(iterations):
-        t = consider(_dp(pb, cand, lam, sw, mechanism, costs), "switch-aware (DP)")
+        t = consider(plan(lam), "switch-aware (DP)")
         if t <= budget:
             hi = lam
             lam = 0.5 * (lo + lam) if lo > 0 else lam / 4
