@@ -89,9 +89,6 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
         old_of_run = prev_setting[change]
-        mark = np.zeros(n, dtype=np.int64)
-        mark[change] = 1
-        run_id = np.cumsum(mark) - 1  # -1 before the first switch
         if mechanism == "predictive":
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
             gap = np.full(m, np.inf)
@@ -105,21 +102,30 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
                 per_t[change] += sw.transition_s
                 per_e[change] += sw.transition_s * costs.idle_power_w
                 lag[:] = 0.0
-        # during its lag, a run's first instances run at the old setting
-        inr = run_id >= 0
-        idx = np.nonzero(inr)[0]
-        rid = run_id[idx]
-        flat = kernel[idx] * T.shape[1] + old_of_run[rid]
-        t_old = T.ravel()[flat]
-        p_old = P.ravel()[flat]
-        cs = np.cumsum(t_old)
-        start_cs = np.concatenate([[0.0], cs])[np.searchsorted(idx, change)]  # cumulative old time before each run
-        before = (cs - t_old) - start_cs[rid]  # old-setting time of this run's instances before this one
-        remaining = np.maximum(lag[rid] - before, 0.0)
-        frac = np.minimum(1.0, remaining / t_old)
-        tn, pn = t_inst[idx], p_inst[idx]
-        per_t[idx] += frac * t_old + (1 - frac) * tn - tn
-        per_e[idx] += frac * t_old * p_old + (1 - frac) * tn * pn - tn * pn
+        # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
+        # instances together, keeping only runs with lag left (usually one or two steps)
+        nxt = np.empty(m, dtype=np.int64)
+        nxt[:-1] = change[1:]
+        nxt[-1] = n
+        pos = change.copy()
+        left = lag.astype(float)
+        old = old_of_run
+        S = T.shape[1]  # noqa: N806
+        Tf, Pf = T.ravel(), P.ravel()
+        active = np.flatnonzero(left > 0)
+        while len(active):
+            i = pos[active]
+            kk = kernel[i] * S + old[active]
+            t_old = Tf[kk]
+            p_old = Pf[kk]
+            tn, pn = t_inst[i], p_inst[i]
+            frac = np.minimum(1.0, left[active] / t_old)
+            per_t[i] += frac * (t_old - tn)
+            per_e[i] += frac * (t_old * p_old - tn * pn)
+            left[active] -= frac * t_old
+            pos[active] += 1
+            keep = (left[active] > 1e-15) & (pos[active] < nxt[active])
+            active = active[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
             "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e}
