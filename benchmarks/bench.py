@@ -62,6 +62,9 @@ def main() -> int:
     ts, sa = best_of(lambda: switch_aware(pb, sw, "sync", 0.0), 1)
     print(f"[2] switch-aware (Hopper, sync): {ts:.3f} s → {sa.predicted['energy_change_pct']:+.2f} % energy, "
           f"{sa.predicted['time_change_pct']:+.3f} % time  [target ≤ 5 s]")
+    tp, sp = best_of(lambda: switch_aware(pb, sw, "predictive", 0.0), 1)
+    print(f"[2] switch-aware (Hopper, predictive): {tp:.3f} s → {sp.predicted['energy_change_pct']:+.2f} % energy, "
+          f"{sp.predicted['time_change_pct']:+.3f} % time  [target ≤ 5 s]")
 
     from simulator.api import build_run
     from simulator.engine import SimConfig, run_single
