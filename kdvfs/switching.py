@@ -78,53 +78,58 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
     if n == 0:
         return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
                 "extra_time_s": per_t, "extra_energy_j": per_e}
-    cur = int(setting[0]) if start_setting is None else int(start_setting)
-    prev_setting = np.empty_like(setting)
-    prev_setting[0] = cur
-    prev_setting[1:] = setting[:-1]
-    change = np.flatnonzero(setting != prev_setting)
+    change = np.flatnonzero(setting[1:] != setting[:-1]) + 1
+    if start_setting is not None and int(start_setting) != int(setting[0]):
+        change = np.concatenate([[0], change])
     m = len(change)
     if m:
         stall = costs.stall_s(mechanism, sw)
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
-        old_of_run = prev_setting[change]
+        old_of_run = setting[np.maximum(change - 1, 0)]
+        if start_setting is not None and change[0] == 0:
+            old_of_run[0] = int(start_setting)
         if mechanism == "predictive":
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
             gap = np.full(m, np.inf)
             gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
             lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
+            stall = 0.0
         else:
-            per_t[change] += stall
-            per_e[change] += stall * costs.idle_power_w
-            lag = np.full(m, sw.transition_s)
             if sw.stall_while_relocking:
-                per_t[change] += sw.transition_s
-                per_e[change] += sw.transition_s * costs.idle_power_w
-                lag[:] = 0.0
+                stall += sw.transition_s
+            lag = np.full(m, 0.0 if sw.stall_while_relocking else sw.transition_s)
         # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
         # instances together, keeping only runs with lag left (usually one or two steps)
         nxt = np.empty(m, dtype=np.int64)
         nxt[:-1] = change[1:]
         nxt[-1] = n
-        pos = change.copy()
-        left = lag.astype(float)
-        old = old_of_run
         S = T.shape[1]  # noqa: N806
-        Tf, Pf = T.ravel(), P.ravel()
-        active = np.flatnonzero(left > 0)
-        while len(active):
+        Tf, Pf = T.ravel(), P.ravel()  # noqa: N806
+        # first instance of every run, without index bookkeeping (the common, dense case)
+        kk = kernel[change] * S + old_of_run
+        t_old = Tf[kk]
+        tn = t_inst[change]
+        frac = np.minimum(1.0, lag / t_old)
+        # the change positions are distinct and untouched so far: plain assignment, stall included
+        per_t[change] = stall + frac * (t_old - tn)
+        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf[kk] - tn * p_inst[change])
+        left = lag - frac * t_old
+        pos = change + 1
+        active = np.flatnonzero((left > 1e-15) & (pos < nxt))
+        old = old_of_run
+        while len(active):  # runs whose transition outlasts their first instances
             i = pos[active]
             kk = kernel[i] * S + old[active]
             t_old = Tf[kk]
-            p_old = Pf[kk]
-            tn, pn = t_inst[i], p_inst[i]
-            frac = np.minimum(1.0, left[active] / t_old)
+            tn = t_inst[i]
+            la = left[active]
+            frac = np.minimum(1.0, la / t_old)
             per_t[i] += frac * (t_old - tn)
-            per_e[i] += frac * (t_old * p_old - tn * pn)
-            left[active] -= frac * t_old
-            pos[active] += 1
-            keep = (left[active] > 1e-15) & (pos[active] < nxt[active])
+            per_e[i] += frac * (t_old * Pf[kk] - tn * p_inst[i])
+            left[active] = la - frac * t_old
+            pos[active] = i + 1
+            keep = (left[active] > 1e-15) & (i + 1 < nxt[active])
             active = active[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),

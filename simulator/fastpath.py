@@ -18,6 +18,16 @@ def fast_applies(cfg: SimConfig, gpus: int = 1) -> bool:
     return gpus == 1 and cfg.switch.spread == 0 and cfg.governor_lag_s == 0
 
 
+def _blocks(run: GpuRun) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and segment of each run of consecutive instances of one segment (cached on the run)."""
+    cached = run.__dict__.get("_blocks")
+    if cached is None or cached[2] is not run.segment:
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(run.segment)) + 1])
+        cached = (starts, run.segment[starts], run.segment)
+        run.__dict__["_blocks"] = cached
+    return cached[0], cached[1]
+
+
 def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     T = run.T if run.time_scale is None else run.T * run.time_scale
     P = run.P if run.power_scale == 1.0 else run.P * run.power_scale
@@ -31,7 +41,9 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     else:
         tt, ee = t_inst, e_inst
     nseg = len(run.names)
-    seg_t = np.bincount(run.segment, weights=tt, minlength=nseg)
-    seg_e = np.bincount(run.segment, weights=ee, minlength=nseg)
+    # instances come in blocks of one segment: sum each block, then the blocks of each segment
+    starts, block_seg = _blocks(run)
+    seg_t = np.bincount(block_seg, weights=np.add.reduceat(tt, starts), minlength=nseg)
+    seg_e = np.bincount(block_seg, weights=np.add.reduceat(ee, starts), minlength=nseg)
     return {"time_s": r["time_s"], "energy_j": r["energy_j"], "segment_time_s": seg_t, "segment_energy_j": seg_e,
             "switches": r["switches"], "switch_time_s": r["time_s"] - float(t_inst.sum()), "timeline": None}
