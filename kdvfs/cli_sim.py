@@ -41,11 +41,12 @@ def cmd_simulate(a) -> int:
 
         sw = dataclasses.replace(sw, spread=a.spread)
     cfg = SimConfig(mechanism=a.mechanism, switch=sw, costs=SwitchCosts(idle_power_w=spec.idle_power_w), seed=a.seed,
-                    timeline=bool(a.timeline))
+                    timeline=bool(a.timeline), governor_lag_s=a.governor_lag)
+    unthrottled = _unthrottled(pb, spec) if a.governor_lag > 0 else None
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
-    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path)
+    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled)
     auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
     if a.timeline:
         write_timeline(r.timeline or [], a.timeline, list(pb.profile.settings))
@@ -65,6 +66,20 @@ def cmd_simulate(a) -> int:
     c.print(f"iteration: {r.time_s:.6g} s, {r.energy_j:.6g} J{extra}; {r.switches} switches, "
             f"{1e3 * r.switch_time_s:.4g} ms lost to switching" + (f"; timeline in {a.timeline}" if a.timeline else ""))
     return 0
+
+
+def _unthrottled(pb, spec):
+    """Time and power at the requested clocks without the cap, from the kernel model of the trace (the calibrated
+    parameters for the bundled RTX 3080 Ti trace, the category model otherwise)."""
+    import numpy as np
+
+    from kdvfs.cli_hw import _params_for
+    from kdvfs.model import evaluate
+
+    params = _params_for(pb.trace, spec)
+    st = pb.profile.settings
+    ev = evaluate(spec, params, np.array([c for c, _ in st]), np.array([m for _, m in st]), cap_w=float("inf"))
+    return ev.time_s, ev.power_w
 
 
 def _scaling(a, pb, sched, spec, cfg) -> int:
@@ -224,6 +239,8 @@ def add_sim_commands(sub, j) -> None:
     sp.add_argument("--switch-model", help="borrow another preset's switch model")
     sp.add_argument("--spread", type=float, help="relative spread of switch latencies (engine)")
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--governor-lag", type=float, default=0.0,
+                    help="seconds the driver takes to throttle a newly landed setting that exceeds the cap (engine)")
     sp.add_argument("--gpus", type=int, default=1)
     sp.add_argument("--parallel", choices=["dp", "tp"])
     sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: report savings against auto for each")

@@ -69,11 +69,22 @@ def _straggler(run: GpuRun, f: float, cap_w: float) -> GpuRun:
 
 
 def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, cfg: SimConfig | None = None,
-             parallel: ParallelConfig | None = None, path: str = "auto") -> SimResult:
-    """Replay ``trace`` under ``schedule``; ``path`` is ``auto`` (fast path where it applies), ``engine`` or ``fast``."""
+             parallel: ParallelConfig | None = None, path: str = "auto",
+             unthrottled: tuple[np.ndarray, np.ndarray] | None = None) -> SimResult:
+    """Replay ``trace`` under ``schedule``; ``path`` is ``auto`` (fast path where it applies), ``engine`` or ``fast``.
+
+    ``unthrottled``: time and power tables (kernels × the profile's settings, trace order) at the requested clocks
+    without the power cap; with ``cfg.governor_lag_s > 0`` the governor lets each newly landed setting run
+    unthrottled for that long before it throttles.
+    """
     cfg = cfg or SimConfig(switch=spec.switch)
     pc = parallel or ParallelConfig()
     run = build_run(trace, profile, schedule, spec)
+    if cfg.governor_lag_s > 0:
+        if unthrottled is None:
+            raise InputError("a governor reaction lag needs the unthrottled time and power tables (from the kernel "
+                             "model); give unthrottled=, or use --governor-lag on a trace with model parameters")
+        run = replace(run, unthrottled=unthrottled)
     if pc.mode == "tp" and pc.gpus > 1:
         run = replace(run, time_scale=np.full(run.T.shape, 1.0 / pc.gpus))
     names = run.names

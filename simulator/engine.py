@@ -60,6 +60,10 @@ class GpuRun:
     time_scale: np.ndarray | None = None  # per kernel × setting (stragglers, tensor-parallel split)
 
 
+def _eps(now: float) -> float:
+    return 1e-12 * max(1.0, abs(now))
+
+
 class Controller:
     """The frequency controller: applies a switch request through the mechanism and lands the new clock.
 
@@ -146,7 +150,8 @@ class Gpu:
     def _rates(self, k: int, s: int, since_landing: float) -> tuple[float, float]:
         r = self.run
         sc = 1.0 if r.time_scale is None else r.time_scale[k, s]
-        if r.unthrottled is not None and self.cfg.governor_lag_s > 0 and since_landing < self.cfg.governor_lag_s:
+        # (a tolerance, so that float rounding never leaves a sliver of lag no timeout can advance past)
+        if r.unthrottled is not None and self.cfg.governor_lag_s > 0 and since_landing < self.cfg.governor_lag_s - _eps(self.env.now):
             return r.unthrottled[0][k, s] * sc, r.unthrottled[1][k, s] * r.power_scale
         return r.T[k, s] * sc, r.P[k, s] * r.power_scale
 
@@ -181,7 +186,7 @@ class Gpu:
                 continue
             if self.cfg.governor_lag_s > 0 and r.unthrottled is not None:
                 rest = self.cfg.governor_lag_s - (env.now - self.landed_at)
-                if 0 < rest < dur:
+                if _eps(env.now) < rest < dur:
                     yield env.timeout(rest)
                     self.energy_j += rest * p
                     self.seg_e[seg] += rest * p

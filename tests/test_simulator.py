@@ -188,3 +188,30 @@ def test_scaling_report_cli(tmp_path, capsys, spaan_problem):
     code, _, err = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(sp), "--gpu", "rtx3080ti",
                             "--scaling", "1,x"], capsys)
     assert code == 2 and "--scaling '1,x' must be GPU counts" in err
+
+
+def test_governor_reaction_lag_runs_the_head_unthrottled():
+    tr, prof, s = tiny()
+    Tu, Pu = prof.time_s / 1.2, prof.power_w * 1.5  # without the cap: faster and hungrier
+    sw = SwitchModel(0.1, 0.0)
+    r = simulate(tr, prof, s, G, SimConfig("sync", sw, COSTS, governor_lag_s=0.1), path="engine", unthrottled=(Tu, Pu))
+    # a at auto (its setting landed long ago: throttled); stall 0.11 s; b: 0.1 s unthrottled (work 0.1 / (0.5/1.2)),
+    # the remaining 0.76 of its work throttled (0.38 s at 300 W)
+    assert r.time_s == pytest.approx(1.0 + 0.11 + 0.1 + 0.38, rel=1e-12)
+    assert r.energy_j == pytest.approx(100 + 1.1 + 0.1 * 450 + 0.38 * 300, rel=1e-12)
+    with pytest.raises(InputError, match="governor reaction lag needs the unthrottled"):
+        simulate(tr, prof, s, G, SimConfig("sync", sw, COSTS, governor_lag_s=0.1))
+
+
+def test_governor_lag_cli(tmp_path, capsys, spaan_problem):
+    from kdvfs.optimize import optimize
+    from kdvfs.schedule import save_schedule
+
+    sp = save_schedule(optimize(spaan_problem), tmp_path / "s.json")
+    base = ["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(sp), "--gpu", "rtx3080ti",
+            "--switch-model", "b200", "--path", "engine", "--json"]
+    _, out0, _ = run_cli(base, capsys)
+    code, out1, _ = run_cli(base + ["--governor-lag", "0.005"], capsys)
+    a, b = json.loads(out0), json.loads(out1)
+    assert code == 0
+    assert b["energy_j"] > a["energy_j"]  # settings that land over the cap burn more before the governor acts
