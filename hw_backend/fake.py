@@ -189,8 +189,9 @@ class FakeNvml:
         self._land_if_due()
         if kind == NVML_CLOCK_MEM:
             return int(self.spec.max_mem_mhz if self.eff_mem == AUTO else self.eff_mem)
-        return int(self.last_core_mhz if self.eff_core == AUTO else min(self.eff_core, self.last_core_mhz, self.spec.boost_core_mhz)
-                   if self.eff_core else self.last_core_mhz)
+        if self.eff_core == AUTO:
+            return int(self.last_core_mhz)
+        return int(min(self.eff_core, self.last_core_mhz, self.spec.boost_core_mhz))
 
     def _write(self, name: str, *args) -> None:
         self._rec(name, *args)

@@ -60,12 +60,8 @@ def _live(backend, workload, trace: Trace, sched: Schedule, guard: ClockGuard | 
           noop_writes: bool):
     setting = list(zip(sched.core_mhz.tolist(), sched.mem_mhz.tolist()))
     state = {"req": setting[0]}
-    # a real workload calls back with its stage name at each stage boundary: the stage takes the setting of its
-    # first kernel's first instance (one recorded layer stands for all repetitions)
-    first_of_key: dict[str, int] = {}
-    for i, k in enumerate(trace.instances().tolist()):
-        first_of_key.setdefault(trace.kernel_keys[k], i)
-    stage_setting = {u.name: setting[min(first_of_key[k] for k in u.keys)] for u in workload.units()}
+    # a real workload calls back with its stage name at each stage boundary
+    stage_setting = {name: setting[i] for name, i in _unit_first_instance(trace, workload).items()}
 
     def before(i):
         st = setting[i] if isinstance(i, int) else stage_setting.get(i, state["req"])
@@ -89,15 +85,21 @@ def _live(backend, workload, trace: Trace, sched: Schedule, guard: ClockGuard | 
     return w.time_per_iter_s, w.energy_per_iter_j
 
 
+def _unit_first_instance(trace: Trace, workload) -> dict[str, int]:
+    """Each workload unit's first instance in the iteration: a unit (stage) runs at that instance's setting, one
+    recorded layer standing for all repetitions."""
+    first: dict[str, int] = {}
+    for i, k in enumerate(trace.instances().tolist()):
+        first.setdefault(trace.kernel_keys[k], i)
+    return {u.name: min(first[k] for k in u.keys) for u in workload.units()}
+
+
 def _stage_collapsed(trace: Trace, sched: Schedule, workload) -> Schedule:
     """The schedule as a stage-switching workload runs it: every instance at its stage's first setting."""
     keys = trace.kernel_keys
-    first: dict[str, int] = {}
-    for i, k in enumerate(trace.instances().tolist()):
-        first.setdefault(keys[k], i)
-    unit_of = {k: u for u in workload.units() for k in u.keys}
-    pick = {u.name: min(first[k] for k in u.keys) for u in workload.units()}
-    idx = np.array([pick[unit_of[keys[k]].name] for k in trace.instances().tolist()])
+    pick = _unit_first_instance(trace, workload)
+    unit_of = {k: u.name for u in workload.units() for k in u.keys}
+    idx = np.array([pick[unit_of[keys[k]]] for k in trace.instances().tolist()])
     return dataclasses.replace(sched, core_mhz=sched.core_mhz[idx], mem_mhz=sched.mem_mhz[idx])
 
 

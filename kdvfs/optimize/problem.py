@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -47,15 +48,16 @@ class Problem:
     def __post_init__(self) -> None:
         object.__setattr__(self, "profile", self.profile.for_trace(self.trace))
 
-    @property
+    # derived once: solvers read these per kernel inside loops
+    @cached_property
     def T(self) -> np.ndarray:
         return self.profile.time_s
 
-    @property
+    @cached_property
     def E(self) -> np.ndarray:
         return self.profile.energy_j
 
-    @property
+    @cached_property
     def r(self) -> np.ndarray:
         return self.trace.repeats
 
