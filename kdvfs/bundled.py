@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["bundled_dir", "bundled_trace_names", "resolve_trace_path", "resolve_profile_path"]
+__all__ = ["bundled_dir", "bundled_trace_names", "model_params", "resolve_trace_path", "resolve_profile_path"]
 
 DEFAULT_TRACE = "gpt3xl-llmc-rtx3080ti"
 
@@ -56,3 +56,17 @@ def load_trace_by_name(name_or_path: str):
     from kdvfs.trace import load_trace
 
     return load_trace(resolve_trace_path(name_or_path))
+
+
+def model_params(trace, spec):
+    """Kernel model parameters for a trace on a card: the calibrated ones when the trace is bundled with a calibration
+    for this card (the RTX 3080 Ti and its IVR variant), the category model otherwise."""
+    from kdvfs.calibrate import load_params
+    from kdvfs.model import default_params
+
+    cal = bundled_dir() / f"{trace.name}.calibration.json"
+    if cal.exists() and spec.name in ("rtx3080ti", "ivr"):
+        p = load_params(cal)
+        if p.keys == trace.kernel_keys:
+            return p
+    return default_params(trace, spec)

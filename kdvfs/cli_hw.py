@@ -17,29 +17,17 @@ from kdvfs.errors import InputError
 __all__ = ["add_hw_commands", "make_backend"]
 
 
-def _params_for(trace, spec):
-    from kdvfs.bundled import bundled_dir
-    from kdvfs.calibrate import load_params
-    from kdvfs.model import default_params
-
-    cal = bundled_dir() / f"{trace.name}.calibration.json"
-    if cal.exists() and spec.name in ("rtx3080ti", "ivr"):
-        p = load_params(cal)
-        if p.keys == trace.kernel_keys:
-            return p
-    return default_params(trace, spec)
-
-
 def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int = 0, noise: float = 0.01,
                  fake_state: str | None = None):
     """(backend, workload) for ``fake`` or ``nvml`` — the one factory the command line uses."""
     from hw_backend.nvml import NvmlBackend
+    from kdvfs.bundled import model_params
 
     if kind == "fake":
         from hw_backend.fake import FakeNvml
         from hw_backend.sim_workload import SimulatedWorkload
 
-        fake = FakeNvml(spec, _params_for(trace, spec), seed=seed, time_noise=noise, power_noise=2 * noise)
+        fake = FakeNvml(spec, model_params(trace, spec), seed=seed, time_noise=noise, power_noise=2 * noise)
         if fake_state:
             atexit.register(lambda: open(fake_state, "w").write(json.dumps(  # noqa: SIM115
                 {"at_default_clocks": fake.at_default_clocks, "calls": [c[0] for c in fake.calls][-20:]})))

@@ -73,10 +73,10 @@ def _unthrottled(pb, spec):
     parameters for the bundled RTX 3080 Ti trace, the category model otherwise)."""
     import numpy as np
 
-    from kdvfs.cli_hw import _params_for
+    from kdvfs.bundled import model_params
     from kdvfs.model import evaluate
 
-    params = _params_for(pb.trace, spec)
+    params = model_params(pb.trace, spec)
     st = pb.profile.settings
     ev = evaluate(spec, params, np.array([c for c, _ in st]), np.array([m for _, m in st]), cap_w=float("inf"))
     return ev.time_s, ev.power_w
