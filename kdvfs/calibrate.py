@@ -11,16 +11,19 @@ from __future__ import annotations
 import csv
 import logging
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.sparse import lil_matrix
+from scipy.optimize._numdiff import approx_derivative, group_columns
+from scipy.sparse import csr_matrix, lil_matrix, vstack
 
+from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "CalibrationResult", "calibrate", "read_table", "report"]
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "CalibrationResult", "calibrate", "read_table", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ def read_table(path: str | Path) -> list[dict]:
     out = []
     for r in rows:
         out.append({
-            "id": int(r["kernel_id"]), "name": r["name"],
+            "id": int(r["kernel_id"]), "name": r["name"], "repeat": int(r["repeat"]),
             "t_auto": float(r["time_auto_s"]), "e_auto": float(r["energy_auto_j"]),
             "t_min": float(r["time_min_s"]), "t_max": float(r["time_max_s"]),
             "e_min": float(r["energy_min_j"]), "e_max": float(r["energy_max_j"]),
@@ -64,6 +67,49 @@ _CARD_X0 = np.array([1960.0, 343.0, 30.0, 0.70, 1100.0, 0.5, 0.5, 0.6, 0.9, 10.0
 _CARD_LO = np.array([1900.0, 342.0, 10.0, 0.45, 600.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 10.0, 1.5, 10.0])
 _CARD_HI = np.array([2000.0, 350.0, 90.0, 0.95, 1700.0, 1.0, 1.0, 1.0, 1.0, 60.0, 100.0, 300.0, 20.0, 160.0])
 _NC = len(_CARD)
+
+# 9251 and 9501 MHz differ by 2.6 % in clock at one memory voltage: the interface's power scales at most with f·V²
+# (≤ f³), so P(9251)/P(9501) ∈ [(9251/9501)³, 1]. Unbounded, the fit reads the study's 9251 MHz best picks (−4 … −8 %
+# energy at ~−1 % time) as a memory-power step of ~40 %.
+SHARE_9251_PHYSICAL = (9251 / 9501) ** 3
+
+# The study's text (not its per-kernel table, not Table 2): "the largest energy reduction of any setting mix is −36.9 %,
+# at +84 % time". The −36.9 % is the sum of the table's per-kernel minimum energies; the +84 % says where those minima
+# lie, which the table does not, and so constrains the voltage curve below the boost clock.
+EMIN_MIX_TIME_CHANGE_PCT = 84.0
+
+
+@dataclass(frozen=True, slots=True)
+class FitOptions:
+    """Choices of the fit. The defaults are the bundled calibration; the others are the variants that
+    ``scripts/calibration_variants.py`` compares.
+
+    Attributes:
+        pool: weight of the partial pooling of kernels that share a name (GEMM, Permute, …): each kernel's shape
+            parameters are pulled towards its group's mean (0: every kernel on its own).
+        emin_tol_pct: relative error of a kernel's minimum energy that counts as one unit of misfit (the report's
+            acceptance threshold stays 25 %).
+        emin_time_weight: weight of the card-level target ``EMIN_MIX_TIME_CHANGE_PCT`` (0: not fitted).
+        best_weight: weight of the best-setting targets relative to the others.
+        bound_mem_9251: bound the 9251 MHz memory power by ``SHARE_9251_PHYSICAL`` of the 9501 MHz power.
+        boost_min_mhz: lowest boost clock the fit may choose (the upper end is 2000 MHz).
+    """
+
+    pool: float = 0.0
+    emin_tol_pct: float = 25.0
+    emin_time_weight: float = 0.0
+    best_weight: float = 1.0
+    bound_mem_9251: bool = False
+    boost_min_mhz: float = 1900.0
+
+    def card_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo, hi, x0 = _CARD_LO.copy(), _CARD_HI.copy(), _CARD_X0.copy()
+        lo[0] = self.boost_min_mhz
+        if self.bound_mem_9251:
+            lo[8], x0[8] = SHARE_9251_PHYSICAL, 0.97
+        if not lo[0] < hi[0]:
+            raise InputError(f"calibration: boost_min_mhz must be below {hi[0]:.0f} MHz, got {self.boost_min_mhz}")
+        return lo, hi, np.clip(x0, lo, hi)
 
 
 def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
@@ -109,15 +155,41 @@ def _predict(spec: GpuSpec, params: KernelParams, rows: list[dict]) -> dict[str,
         "t_auto": t_auto, "e_auto": e_auto,
         "dt_best": 100 * (best.time_s / t_auto - 1), "de_best": 100 * (best.energy_j / e_auto - 1),
         "t_min": ev.time_s.min(1), "t_max": ev.time_s.max(1), "e_min": ev.energy_j.min(1), "e_max": ev.energy_j.max(1),
+        "t_at_emin": _soft_argmin_time(ev.time_s, ev.energy_j),
     }
 
 
+def _soft_argmin_time(t: np.ndarray, e: np.ndarray, width: float = 0.01) -> np.ndarray:
+    """Time at each row's energy-minimal setting, softened (weights fall by e per 1 % of extra energy) so that a fit
+    sees a smooth function of the parameters."""
+    z = -(e / e.min(1, keepdims=True) - 1) / width
+    w = np.exp(z - z.max(1, keepdims=True))
+    return (w * t).sum(1) / w.sum(1)
+
+
 def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX3080TI, max_nfev: int = 1500,
-              restarts: int = 3) -> CalibrationResult:
+              restarts: int = 3, options: FitOptions = FitOptions()) -> CalibrationResult:
     """Fit card and kernel parameters to the table (rows in ``kernel_id`` order = the trace's kernel order)."""
+    pool, emin_time_weight, bw = options.pool, options.emin_time_weight, options.best_weight
+    card_lo, card_hi, card_x0 = options.card_bounds()
     rows = read_table(table_path)
     n = len(rows)
     tgt = {k: np.array([r[k] for r in rows]) for k in ("t_auto", "e_auto", "dt_best", "de_best", "t_min", "t_max", "e_min", "e_max")}
+    groups = _name_groups(rows)
+    logt = np.log(tgt["t_auto"])[:, None] * np.array([1, 1, 1, 0, 0])  # shape = parameters relative to the auto time
+
+    def shape_dev(xk, mu, sub):
+        """Pooling residuals: each kernel's shape minus its group's mean shape (kernels alone in a group: none)."""
+        z = xk - logt[sub]
+        keep = np.array([len(groups[rows[i]["name"]]) > 1 for i in sub])
+        return (pool * (z - mu[sub]) * keep[:, None]).ravel()
+
+    def group_means(xk_all):
+        z = xk_all - logt
+        mu = np.zeros_like(z)
+        for members in groups.values():
+            mu[members] = z[members].mean(0)
+        return mu
 
     # per-kernel start: memory-bound kernels (time nearly flat in core clock at the best setting) get a large tm
     memb = np.array([r["best_core"] not in (AUTO,) and r["best_core"] <= 1260 for r in rows])
@@ -125,18 +197,19 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
     share_m = np.where(memb, 0.95, 0.45)
     x_k = np.column_stack([np.log(0.01 * tgt["t_auto"]), np.log(share_c * tgt["t_auto"]), np.log(share_m * tgt["t_auto"]),
                            np.log(np.where(memb, 0.9, 1.1)), np.log(np.ones(n))])
-    x0 = np.concatenate([(_CARD_X0 - _CARD_LO) / (_CARD_HI - _CARD_LO), x_k.ravel()])
+    x0 = np.concatenate([(card_x0 - card_lo) / (card_hi - card_lo), x_k.ravel()])
 
     def unpack(x):
-        xc = _CARD_LO + np.clip(x[:_NC], 0, 1) * (_CARD_HI - _CARD_LO)
+        xc = card_lo + np.clip(x[:_NC], 0, 1) * (card_hi - card_lo)
         spec = card_from_vector(base, xc)
         xk = x[_NC:].reshape(n, 5)
         p = KernelParams(keys, np.exp(xk[:, 0]), np.exp(xk[:, 1]), np.exp(xk[:, 2]), np.exp(xk[:, 3]), np.exp(xk[:, 4]), "fitted")
         return spec, p
 
-    def resid(x, spec_fixed=None, sub=None):
+    def resid(x, spec_fixed=None, sub=None, mu=None):
         if spec_fixed is None:
             spec, p = unpack(x)
+            xk_now = x[_NC:].reshape(n, 5)
         else:
             spec = spec_fixed
             xk = x.reshape(-1, 5)
@@ -150,23 +223,43 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         r = [
             hinge(100 * np.log(pr["t_auto"] / tg["t_auto"]), 1.0) * 3,
             hinge(100 * np.log(pr["e_auto"] / tg["e_auto"]), 1.0) * 3,
-            hinge(pr["dt_best"] - tg["dt_best"], 1.0),
-            hinge(pr["de_best"] - tg["de_best"], 2.0),
+            hinge(pr["dt_best"] - tg["dt_best"], 1.0) * bw,
+            hinge(pr["de_best"] - tg["de_best"], 2.0) * bw,
             hinge(100 * (pr["t_min"] / tg["t_min"] - 1), 25.0) * 2,
             hinge(100 * (pr["t_max"] / tg["t_max"] - 1), 25.0) * 2,
-            hinge(100 * (pr["e_min"] / tg["e_min"] - 1), 25.0) * 2,
+            hinge(100 * (pr["e_min"] / tg["e_min"] - 1), options.emin_tol_pct) * 2,
             hinge(100 * (pr["e_max"] / tg["e_max"] - 1), 25.0) * 2,
             # weak prior: the fixed time t0 stays small (launch overhead and tails) unless the data need it
             np.log(np.maximum(p.t0_s / (0.02 * tg["t_auto"]), 1.0)) / 10.0,
         ]
+        if sub is None and emin_time_weight > 0:
+            # card level: where the energy-minimal mix lies (one unit of misfit = 5 points). Returned as per-kernel
+            # terms whose sum is the residual, so that the Jacobian is still found from few evaluations (see jac)
+            r.append(emin_time_weight * 100 / 5.0 * (rep * pr["t_at_emin"] - (1 + EMIN_MIX_TIME_CHANGE_PCT / 100)
+                                                      * rep * tg["t_auto"]) / (rep @ tg["t_auto"]))
+        if pool > 0:
+            if sub is None:
+                r.append(shape_dev(xk_now, group_means(xk_now), np.arange(n)))
+            else:
+                r.append(shape_dev(x.reshape(-1, 5), mu, sub))
         return np.concatenate(r)
 
-    nres = 9 * n
+    rep = np.array([r["repeat"] for r in rows], dtype=float)
+    nres = 9 * n + (n if emin_time_weight > 0 else 0) + (5 * n if pool > 0 else 0)
     sp = lil_matrix((nres, _NC + 5 * n), dtype=int)
     sp[:, :_NC] = 1
     for j in range(9):
         for i in range(n):
             sp[j * n + i, _NC + 5 * i: _NC + 5 * i + 5] = 1
+    if emin_time_weight > 0:
+        for i in range(n):
+            sp[9 * n + i, _NC + 5 * i: _NC + 5 * i + 5] = 1
+    off = 9 * n + (n if emin_time_weight > 0 else 0)
+    if pool > 0:
+        for members in groups.values():
+            for i in members:
+                for m in members:
+                    sp[off + 5 * i: off + 5 * i + 5, _NC + 5 * m: _NC + 5 * m + 5] = 1
     lo = np.concatenate([np.zeros(_NC), np.full(5 * n, -np.inf)])
     hi = np.concatenate([np.ones(_NC), np.full(5 * n, np.inf)])
     # the fixed time and the memory activity are bounded to plausible ranges
@@ -175,21 +268,43 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         lo[_NC + 5 * i + 3], hi[_NC + 5 * i + 3] = np.log(0.05), np.log(3.0)
         hi[_NC + 5 * i + 0] = np.log(tgt["t_auto"][i])
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
-    res = least_squares(resid, x0, jac_sparsity=sp, bounds=(lo, hi), max_nfev=max_nfev, x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12)
+    if emin_time_weight > 0:
+        # the aggregate target's n per-kernel terms are summed into one residual, in the residuals and in the Jacobian
+        agg = slice(9 * n, 10 * n)
+        sp_csr = sp.tocsr()
+        col_groups = group_columns(sp_csr)
+
+        def summed(v):
+            return np.concatenate([v[:agg.start], [v[agg].sum()], v[agg.stop:]])
+
+        def fun(x):
+            return summed(resid(x))
+
+        def jac(x):
+            j = approx_derivative(resid, x, bounds=(lo, hi), sparsity=(sp_csr, col_groups)).tocsr()
+            return vstack([j[:agg.start], csr_matrix(j[agg].sum(axis=0)), j[agg.stop:]]).tocsr()
+
+        res = least_squares(fun, x0, jac=jac, bounds=(lo, hi), max_nfev=max_nfev, x_scale="jac", ftol=1e-12,
+                            xtol=1e-12, gtol=1e-12)
+    else:
+        res = least_squares(resid, x0, jac_sparsity=sp, bounds=(lo, hi), max_nfev=max_nfev, x_scale="jac", ftol=1e-12,
+                            xtol=1e-12, gtol=1e-12)
     spec, p = unpack(res.x)
     # second pass: card fixed, each kernel refitted alone from several starts; keep the start that meets most targets
     xk_all = res.x[_NC:].reshape(n, 5).copy()
+    mu = group_means(xk_all)
     rng = np.random.default_rng(0)
     for i in range(n):
         lo_i, hi_i = lo[_NC + 5 * i: _NC + 5 * i + 5], hi[_NC + 5 * i: _NC + 5 * i + 5]
-        best = (_score(spec, xk_all[i], keys[i], rows[i]), xk_all[i])
+        dev = partial(shape_dev, mu=mu, sub=[i]) if pool > 0 else None
+        best = (_score(spec, xk_all[i], keys[i], rows[i], dev), xk_all[i])
         for k in range(restarts * 5):
             if k >= restarts and best[0][:2] == (2, 1):
                 break  # all three targets met: no need for more starts
             start = xk_all[i] if k == 0 else xk_all[i] + rng.normal(0, 0.5, 5)
             start = np.clip(start, lo_i + 1e-9, hi_i - 1e-9)
-            r_i = least_squares(resid, start, args=(spec, [i]), bounds=(lo_i, hi_i), max_nfev=400)
-            cand = (_score(spec, r_i.x, keys[i], rows[i]), r_i.x)
+            r_i = least_squares(resid, start, args=(spec, [i], mu), bounds=(lo_i, hi_i), max_nfev=400)
+            cand = (_score(spec, r_i.x, keys[i], rows[i], dev), r_i.x)
             if cand[0] > best[0]:
                 best = cand
         xk_all[i] = best[1]
@@ -197,7 +312,15 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
     return CalibrationResult(spec=spec, params=p, rows=rows, cost=float(res.cost))
 
 
-def _score(spec: GpuSpec, xk: np.ndarray, key: str, row: dict) -> tuple:
+def _name_groups(rows: list[dict]) -> dict[str, list[int]]:
+    """Kernels that share a name (GEMM, Permute, GELU …) share their physics up to what their own data say."""
+    out: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        out.setdefault(r["name"], []).append(i)
+    return out
+
+
+def _score(spec: GpuSpec, xk: np.ndarray, key: str, row: dict, dev=None) -> tuple:
     """How well one kernel meets the targets: (all-kernel targets met, best-setting target met, −total error)."""
     p = KernelParams((key,), *(np.exp(xk[j:j + 1]) for j in range(5)), "fitted")
     pr = {k: float(v[0]) for k, v in _predict(spec, p, [row]).items()}
@@ -205,7 +328,8 @@ def _score(spec: GpuSpec, xk: np.ndarray, key: str, row: dict) -> tuple:
     e_best = max(abs(pr["dt_best"] - row["dt_best"]) / 1.0, abs(pr["de_best"] - row["de_best"]) / 2.0)
     e_ext = max(abs(pr[k] / row[k] - 1) / 0.25 for k in ("t_min", "t_max", "e_min", "e_max"))
     # auto and extremes are targets for every kernel, the best setting for 80 % of them: rank in that order
-    return ((e_auto <= 1) + (e_ext <= 1), int(e_best <= 1), -(e_auto + e_best + e_ext))
+    pooled = 0.0 if dev is None else float(np.sum(dev(xk.reshape(1, 5)) ** 2))
+    return ((e_auto <= 1) + (e_ext <= 1), int(e_best <= 1), -(e_auto + e_best + e_ext + pooled))
 
 
 def report(result: CalibrationResult) -> dict:

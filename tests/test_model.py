@@ -105,3 +105,45 @@ def test_calibration_targets_hold_on_the_bundled_parameters(spaan_trace):
 def test_profile_build_cli_bad_gpu(capsys, tmp_path):
     code, _, err = run_cli(["profile", "build", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "nope", "-o", str(tmp_path / "p.csv")], capsys)
     assert code == 2 and "unknown GPU 'nope'" in err
+
+
+def test_fit_options_bounds_and_bad_boost():
+    from kdvfs.calibrate import SHARE_9251_PHYSICAL, FitOptions, card_from_vector
+
+    lo, hi, x0 = FitOptions().card_bounds()
+    assert lo[8] == 0.0 and lo[0] == 1900.0
+    lo, hi, x0 = FitOptions(bound_mem_9251=True, boost_min_mhz=1750).card_bounds()
+    assert lo[8] == pytest.approx((9251 / 9501) ** 3) and lo[0] == 1750.0 and np.all((lo <= x0) & (x0 <= hi))
+    spec = card_from_vector(get_gpu("rtx3080ti"), lo)  # the lowest 9251 share the bound allows
+    mp = dict(zip(spec.mem_clocks_mhz, spec.mem_power_w))
+    assert mp[9251] / mp[9501] == pytest.approx(SHARE_9251_PHYSICAL)
+    with pytest.raises(InputError, match="boost_min_mhz must be below 2000"):
+        FitOptions(boost_min_mhz=2100).card_bounds()
+
+
+def test_soft_argmin_time_and_name_groups():
+    from kdvfs.calibrate import _name_groups, _soft_argmin_time
+
+    t = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    e = np.array([[2.0, 1.0, 1.5], [1.0, 1.0, 5.0]])
+    got = _soft_argmin_time(t, e)
+    assert got[0] == pytest.approx(2.0, abs=1e-9)  # 50 % and 100 % more energy weigh e^-50 and e^-100
+    assert got[1] == pytest.approx(1.5)  # a tie: the mean of the two times
+    rows = [{"name": "GEMM"}, {"name": "GELU"}, {"name": "GEMM"}]
+    assert _name_groups(rows) == {"GEMM": [0, 2], "GELU": [1]}
+
+
+def test_table2_targets_are_judged_as_the_issue_states():
+    from kdvfs.reproduce import table2_targets_met
+
+    def row(g, s, o, dt, de, pe=0.0):
+        return {"granularity": g, "scope": s, "objective": o, "time_change_pct": dt, "energy_change_pct": de,
+                "paper_energy_change_pct": pe}
+
+    met = table2_targets_met([
+        row("kernel", "global", "strict waste", 0.0, -16.5), row("pass", "local", "strict waste", 0.0, -3.01),
+        row("kernel", "local", "strict waste", -1.0, -10.0), row("kernel", "global", "EDP", 10.0, -30.6, -27.52),
+    ])
+    assert met == {"kernel/global/strict waste": True, "pass/local/strict waste": False,
+                   "kernel/local/strict waste": True, "kernel/global/EDP": False}
+    assert not table2_targets_met([row("kernel", "global", "strict waste", 0.06, -15.6)])["kernel/global/strict waste"]

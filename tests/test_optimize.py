@@ -131,7 +131,8 @@ def test_reproduce_cli_json_fields(capsys):
     kg = next(r for r in rows if (r["granularity"], r["scope"], r["objective"]) == ("kernel", "global", "strict waste"))
     assert kg["time_change_pct"] <= 0.05
     kl = next(r for r in rows if (r["granularity"], r["scope"], r["objective"]) == ("kernel", "local", "strict waste"))
-    assert abs(kl["energy_change_pct"] - -11.54) <= 1.5
+    assert abs(kl["energy_change_pct"] - -11.54) <= 1.5 and kl["target_met"] is True
+    assert all(isinstance(r["target_met"], bool) for r in rows)
 
 
 def test_optimize_cli_writes_schedule(tmp_path, capsys):
