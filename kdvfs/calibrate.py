@@ -365,6 +365,10 @@ def load_params(path: str | Path) -> KernelParams:
     """Kernel parameters stored by the calibration script (``…calibration.json``)."""
     import json
 
-    rows = json.loads(Path(path).read_text())["params"]
+    return params_from_rows(json.loads(Path(path).read_text())["params"])
+
+
+def params_from_rows(rows: list[dict]) -> KernelParams:
+    """Kernel parameters from ``KernelParams.as_rows()`` output."""
     col = lambda f: np.array([r[f] for r in rows])  # noqa: E731
     return KernelParams(tuple(r["kernel"] for r in rows), col("t0_s"), col("tc_s"), col("tm_s"), col("uc"), col("um"), "fitted")

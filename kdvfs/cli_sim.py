@@ -159,11 +159,11 @@ def cmd_whatif(a) -> int:
 def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     """The main job on the bundled default: the study's Table 2, then what survives each generation's switch latency."""
     from kdvfs.bundled import DEFAULT_TRACE
-    from kdvfs.cli import _write_csv
+    from kdvfs.cli import _write_csv, print_table2, table2_rows
     from kdvfs.gpus import get_gpu
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier, plot_whatif
-    from kdvfs.reproduce import reproduce_spaan2026, study_problem
+    from kdvfs.reproduce import study_problem
     from simulator.whatif import default_latencies, grid
 
     c = console or make_console()
@@ -171,13 +171,9 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     t0 = time.perf_counter()
     c.print(f"[bold]kdvfs demo[/bold]: {DEFAULT_TRACE} (GPT-3 XL, llm.c, RTX 3080 Ti; Spaan et al. 2026) with the "
             "calibrated model profile")
-    rows = reproduce_spaan2026()
+    rows = table2_rows()
     _write_csv(rows, out_dir / "table2.csv")
-    c.print(table("1. Ideal savings (free switching) beside the study's Table 2",
-                  ["granularity", "scope", "objective", "Δt %", "ΔE %", "paper Δt %", "paper ΔE %"],
-                  [[r["granularity"], r["scope"], r["objective"], f"{r['time_change_pct']:+.2f}",
-                    f"{r['energy_change_pct']:+.2f}", f"{r['paper_time_change_pct']:+.2f}",
-                    f"{r['paper_energy_change_pct']:+.2f}"] for r in rows]))
+    print_table2(c, rows, "1. Ideal savings (free switching) beside the study's Table 2")
     pb = study_problem()
     curves = {f"kernel-level {sc}": frontier(pb, sc, 0.0, 20.0, 1.0) for sc in ("local", "global")}
     _write_csv([dict(r, scope=k) for k, v in curves.items() for r in v], out_dir / "frontier.csv")

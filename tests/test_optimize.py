@@ -170,3 +170,12 @@ def test_hopper_switch_aware_keeps_80_percent_of_the_ideal(spaan_problem):
     assert r.time_s <= pb.auto_time_s * 1.01
     naive = evaluate_with_switching(pb, optimize(pb), sw, "predictive")
     assert naive["time_s"] > pb.auto_time_s * 1.05  # the naive schedule, paying every switch, is much slower
+
+
+def test_local_counts_times_within_a_ppm_as_equal():
+    from kdvfs.optimize.knapsack import TIME_TIE_REL, solve_local
+
+    T = np.array([[1.0, 1.0 + 0.5 * TIME_TIE_REL, 1.0 + 10 * TIME_TIE_REL]])
+    E = np.array([[3.0, 1.0, 0.5]])
+    a = solve_local(T, E, np.array([4]), T[:, 0])
+    assert a.counts == ({1: 4},)  # the ppm-slower setting is "no slower"; the 10 ppm one is slower

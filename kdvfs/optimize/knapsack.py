@@ -44,11 +44,17 @@ def lower_hull(t: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.array(hull, dtype=np.int64)
 
 
+TIME_TIE_REL = 1e-6
+"""Relative time difference below which a kernel counts as no slower (profiles store times to 7 significant digits; a
+memory-bound kernel at a lower core clock is modelled slower by ~1e-8, which no measurement could tell apart). Without
+it the local optimum would depend on whether a profile was rounded on its way through a file."""
+
+
 def solve_local(T: np.ndarray, E: np.ndarray, r: np.ndarray, bound_t: np.ndarray) -> Allocation:
-    """Each kernel: the least energy with its own time ≤ its bound."""
+    """Each kernel: the least energy with its own time ≤ its bound (times within ``TIME_TIE_REL`` count as equal)."""
     counts = []
     for k in range(T.shape[0]):
-        ok = np.nonzero(T[k] <= bound_t[k] * (1 + 1e-12))[0]
+        ok = np.nonzero(T[k] <= bound_t[k] * (1 + TIME_TIE_REL))[0]
         s = int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k]))
         counts.append({s: int(r[k])})
     return Allocation(tuple(counts), "local")
