@@ -23,7 +23,7 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "CalibrationResult", "calibrate", "read_table", "report"]
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CalibrationResult", "calibrate", "read_table", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,21 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
     return replace(base, boost_core_mhz=float(x[0]), cap_w=float(x[1]), idle_power_w=float(x[2]) + m9501, v_min=float(x[3]),
                    v_max=1.0, vf_knee_mhz=float(x[4]), mem_power_w=mp, auto_mem_extra_w=float(x[9]),
                    mem_bandwidth_gbs=tuple(bw), smooth_p=float(x[12]))
+
+
+# Named fit variants: the bundled one and the alternatives that scripts/calibration_variants.py compares.
+VARIANTS: dict[str, tuple[FitOptions, str]] = {
+    "bundled": (FitOptions(), "the bundled calibration: per-kernel targets only, card constants free within their bounds"),
+    "mem9251": (FitOptions(bound_mem_9251=True), "9251 MHz memory power ≥ (9251/9501)³ of the 9501 MHz power (physics)"),
+    "mem9251-boost1750": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750),
+                          "and the boost clock may fall to 1750 MHz (GA102 under sustained load at ~77 °C)"),
+    "mem9251-boost1750-pool": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, pool=1.0),
+                               "and kernels of one name pulled towards a shared shape (partial pooling)"),
+    "mem9251-boost1750-best2": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, best_weight=2.0),
+                                "and the best-setting targets weighted twice"),
+    "mem9251-emin": (FitOptions(bound_mem_9251=True, emin_tol_pct=5.0, emin_time_weight=3.0),
+                     "minimum energies fitted to 5 %, and the energy-minimal mix placed at +84 % time (study's text)"),
+}
 
 
 @dataclass(frozen=True, slots=True)

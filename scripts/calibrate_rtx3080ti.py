@@ -2,6 +2,8 @@
 
     python scripts/calibrate_rtx3080ti.py            # fit, print the report, write traces/
     python scripts/calibrate_rtx3080ti.py --check    # fit and print only
+    python scripts/calibrate_rtx3080ti.py --variant mem9251 --out /tmp/v   # a variant's profile (see
+                                                     # validation/rtx3080ti-calibration/), written outside traces/
 
 Fit: card constants and per-kernel parameters against each kernel's auto time/energy, best-setting change and
 extremes over the study's 66 settings (kdvfs/calibrate.py). The optimiser's Table 2 results are not fitted: they are
@@ -18,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kdvfs.calibrate import calibrate, report  # noqa: E402
+from kdvfs.calibrate import VARIANTS, calibrate, report  # noqa: E402
 from kdvfs.profile import build_profile, save_profile  # noqa: E402
 from kdvfs.trace import load_trace  # noqa: E402
 
@@ -27,9 +29,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="do not write files")
     ap.add_argument("--out", default=str(ROOT / "traces"), help="folder for the profile and calibration JSON")
+    ap.add_argument("--variant", default="bundled", choices=list(VARIANTS), help="fit options (default: the bundled fit)")
     a = ap.parse_args()
+    if a.variant != "bundled" and Path(a.out).resolve() == (ROOT / "traces").resolve() and not a.check:
+        print(f"error: --variant {a.variant} would overwrite the bundled profile; give --out a folder outside traces/",
+              file=sys.stderr)
+        return 2
     trace = load_trace(ROOT / "traces" / "gpt3xl-llmc-rtx3080ti.trace.json")
-    res = calibrate(ROOT / "traces" / "spaan2026_gpt3xl_rtx3080ti_kernels.csv", trace.kernel_keys)
+    res = calibrate(ROOT / "traces" / "spaan2026_gpt3xl_rtx3080ti_kernels.csv", trace.kernel_keys,
+                    options=VARIANTS[a.variant][0])
     rep = report(res)
     print(f"{'id':>3} {'kernel':<18} {'t_auto%':>8} {'E_auto%':>8} {'dt_best':>15} {'dE_best':>15} "
           f"{'tmin%':>7} {'tmax%':>7} {'Emin%':>7} {'Emax%':>7}  ok")
@@ -47,6 +55,7 @@ def main() -> int:
     print("TARGETS MET" if s["targets_met"] else "TARGETS NOT MET")
     if not a.check:
         out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
         prof = build_profile(trace, res.spec, res.params, source="fitted")
         save_profile(prof, out / "gpt3xl-llmc-rtx3080ti.profile.csv.gz")
         doc = {"what": "calibration of the rtx3080ti model to Spaan et al. 2026 (scripts/calibrate_rtx3080ti.py)",

@@ -23,22 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kdvfs.calibrate import FitOptions  # noqa: E402
+from kdvfs.calibrate import VARIANTS  # noqa: E402
 
 OUT = ROOT / "validation" / "rtx3080ti-calibration"
 
-VARIANTS: dict[str, tuple[FitOptions, str]] = {
-    "bundled": (FitOptions(), "the bundled calibration: per-kernel targets only, card constants free within their bounds"),
-    "mem9251": (FitOptions(bound_mem_9251=True), "9251 MHz memory power ≥ (9251/9501)³ of the 9501 MHz power (physics)"),
-    "mem9251-boost1750": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750),
-                          "and the boost clock may fall to 1750 MHz (GA102 under sustained load at ~77 °C)"),
-    "mem9251-boost1750-pool": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, pool=1.0),
-                               "and kernels of one name pulled towards a shared shape (partial pooling)"),
-    "mem9251-boost1750-best2": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, best_weight=2.0),
-                                "and the best-setting targets weighted twice"),
-    "mem9251-emin": (FitOptions(bound_mem_9251=True, emin_tol_pct=5.0, emin_time_weight=3.0),
-                     "minimum energies fitted to 5 %, and the energy-minimal mix placed at +84 % time (study's text)"),
-}
 
 
 def table2(card: dict, params_rows: list[dict]) -> dict:

@@ -119,6 +119,9 @@ def test_fit_options_bounds_and_bad_boost():
     assert mp[9251] / mp[9501] == pytest.approx(SHARE_9251_PHYSICAL)
     with pytest.raises(InputError, match="boost_min_mhz must be below 2000"):
         FitOptions(boost_min_mhz=2100).card_bounds()
+    from kdvfs.calibrate import VARIANTS
+
+    assert VARIANTS["bundled"][0] == FitOptions()  # the bundled profile is the default fit
 
 
 def test_soft_argmin_time_and_name_groups():
