@@ -155,7 +155,7 @@ class CalibrationResult:
     cost: float
 
 
-def _predict(spec: GpuSpec, params: KernelParams, rows: list[dict]) -> dict[str, np.ndarray]:
+def _predict(spec: GpuSpec, params: KernelParams, rows: list[dict], emin_time: bool = False) -> dict[str, np.ndarray]:
     st = study_settings()
     c = np.array([s[0] for s in st])
     m = np.array([s[1] for s in st])
@@ -166,12 +166,14 @@ def _predict(spec: GpuSpec, params: KernelParams, rows: list[dict]) -> dict[str,
     best = evaluate(spec, params, np.array([r["best_core"] for r in rows]), np.array([r["best_mem"] for r in rows]),
                     kernel_index=ki)
     t_auto, e_auto = ev.time_s[:, ia], ev.energy_j[:, ia]
-    return {
+    out = {
         "t_auto": t_auto, "e_auto": e_auto,
         "dt_best": 100 * (best.time_s / t_auto - 1), "de_best": 100 * (best.energy_j / e_auto - 1),
         "t_min": ev.time_s.min(1), "t_max": ev.time_s.max(1), "e_min": ev.energy_j.min(1), "e_max": ev.energy_j.max(1),
-        "t_at_emin": _soft_argmin_time(ev.time_s, ev.energy_j),
     }
+    if emin_time:  # only fits that place the energy-minimal mix need it
+        out["t_at_emin"] = _soft_argmin_time(ev.time_s, ev.energy_j)
+    return out
 
 
 def _soft_argmin_time(t: np.ndarray, e: np.ndarray, width: float = 0.01) -> np.ndarray:
@@ -193,11 +195,12 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
     groups = _name_groups(rows)
     logt = np.log(tgt["t_auto"])[:, None] * np.array([1, 1, 1, 0, 0])  # shape = parameters relative to the auto time
 
+    grouped = np.array([len(groups[r["name"]]) > 1 for r in rows])
+
     def shape_dev(xk, mu, sub):
         """Pooling residuals: each kernel's shape minus its group's mean shape (kernels alone in a group: none)."""
         z = xk - logt[sub]
-        keep = np.array([len(groups[rows[i]["name"]]) > 1 for i in sub])
-        return (pool * (z - mu[sub]) * keep[:, None]).ravel()
+        return (pool * (z - mu[sub]) * grouped[sub, None]).ravel()
 
     def group_means(xk_all):
         z = xk_all - logt
@@ -231,7 +234,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
             p = KernelParams(tuple(keys[i] for i in sub), *(np.exp(xk[:, j]) for j in range(5)), "fitted")
         rws = rows if sub is None else [rows[i] for i in sub]
         tg = tgt if sub is None else {k: v[sub] for k, v in tgt.items()}
-        pr = _predict(spec, p, rws)
+        pr = _predict(spec, p, rws, emin_time=sub is None and emin_time_weight > 0)
         def hinge(e, tol):  # flat inside 60 % of the tolerance, so the fit spends its freedom where targets fail
             return np.sign(e) * np.maximum(np.abs(e) - 0.6 * tol, 0.0) / tol + 0.15 * e / tol
 
@@ -371,9 +374,12 @@ def report(result: CalibrationResult) -> dict:
     }
     summary["targets_met"] = (summary["auto_within_1pct"] == n and summary["best_share"] >= 0.8
                               and summary["extremes_within_25pct"] == n)
-    return {"summary": summary, "kernels": rows, "card": {k: getattr(result.spec, k) for k in
+    # card constants as JSON values (tuples as lists), as the calibration files store them
+    card = {k: getattr(result.spec, k) for k in
             ("boost_core_mhz", "cap_w", "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_power_w", "auto_mem_extra_w",
-             "mem_bandwidth_gbs", "core_power_w", "mem_traffic_power_w", "smooth_p")}}
+             "mem_bandwidth_gbs", "core_power_w", "mem_traffic_power_w", "smooth_p")}
+    return {"summary": summary, "kernels": rows,
+            "card": {k: (list(v) if isinstance(v, tuple) else float(v)) for k, v in card.items()}}
 
 
 def load_params(path: str | Path) -> KernelParams:

@@ -259,17 +259,6 @@ def cmd_frontier(a) -> int:
     return 0
 
 
-def table2_rows() -> list[dict]:
-    """``reproduce_spaan2026`` rows, each with ``target_met`` (the issue's target for that row)."""
-    from kdvfs.reproduce import reproduce_spaan2026, table2_targets_met
-
-    rows = reproduce_spaan2026()
-    met = table2_targets_met(rows)
-    for r in rows:
-        r["target_met"] = met[f"{r['granularity']}/{r['scope']}/{r['objective']}"]
-    return rows
-
-
 def print_table2(c, rows: list[dict], title: str) -> None:
     c.print(table(title, ["granularity", "scope", "objective", "Δt %", "ΔE %", "paper Δt %", "paper ΔE %", "target"],
                   [[r["granularity"], r["scope"], r["objective"], f"{r['time_change_pct']:+.2f}",
@@ -281,9 +270,11 @@ def print_table2(c, rows: list[dict], title: str) -> None:
 
 
 def cmd_reproduce(a) -> int:
+    from kdvfs.reproduce import reproduce_spaan2026
+
     if a.study != "spaan2026":
         raise InputError(f"unknown study {a.study!r}; known: spaan2026")
-    rows = table2_rows()
+    rows = reproduce_spaan2026()
     if a.json:
         print_json(rows)
         return 0

@@ -159,11 +159,11 @@ def cmd_whatif(a) -> int:
 def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     """The main job on the bundled default: the study's Table 2, then what survives each generation's switch latency."""
     from kdvfs.bundled import DEFAULT_TRACE
-    from kdvfs.cli import _write_csv, print_table2, table2_rows
+    from kdvfs.cli import _write_csv, print_table2
     from kdvfs.gpus import get_gpu
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier, plot_whatif
-    from kdvfs.reproduce import study_problem
+    from kdvfs.reproduce import reproduce_spaan2026, study_problem
     from simulator.whatif import default_latencies, grid
 
     c = console or make_console()
@@ -171,7 +171,7 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     t0 = time.perf_counter()
     c.print(f"[bold]kdvfs demo[/bold]: {DEFAULT_TRACE} (GPT-3 XL, llm.c, RTX 3080 Ti; Spaan et al. 2026) with the "
             "calibrated model profile")
-    rows = table2_rows()
+    rows = reproduce_spaan2026()
     _write_csv(rows, out_dir / "table2.csv")
     print_table2(c, rows, "1. Ideal savings (free switching) beside the study's Table 2")
     pb = study_problem()

@@ -61,7 +61,7 @@ def main() -> int:
         doc = {"what": "calibration of the rtx3080ti model to Spaan et al. 2026 (scripts/calibrate_rtx3080ti.py)",
                "summary": {k: (bool(v) if isinstance(v, bool) else float(v) if not isinstance(v, int) else v)
                            for k, v in s.items()},
-               "card": {k: (list(v) if isinstance(v, tuple) else float(v)) for k, v in rep["card"].items()},
+               "card": rep["card"],
                "params": res.params.as_rows(),
                "kernels": [{k: (float(v) if not isinstance(v, (str, int)) else v) for k, v in r.items()} for r in rep["kernels"]]}
         (out / "gpt3xl-llmc-rtx3080ti.calibration.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")

@@ -28,21 +28,19 @@ from kdvfs.calibrate import VARIANTS  # noqa: E402
 OUT = ROOT / "validation" / "rtx3080ti-calibration"
 
 
-
 def table2(card: dict, params_rows: list[dict]) -> dict:
     """Table 2 on the profile of one fit (card constants and per-kernel parameters as stored in the JSON)."""
     from kdvfs.calibrate import params_from_rows
     from kdvfs.gpus import RTX3080TI
     from kdvfs.profile import build_profile
-    from kdvfs.reproduce import reproduce_spaan2026, table2_targets_met
+    from kdvfs.reproduce import reproduce_spaan2026
     from kdvfs.trace import load_trace
 
     trace = load_trace(ROOT / "traces" / "gpt3xl-llmc-rtx3080ti.trace.json")
     spec = replace(RTX3080TI, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in card.items()})
     rows = reproduce_spaan2026(build_profile(trace, spec, params_from_rows(params_rows), source="fitted"))
-    met = table2_targets_met(rows)
     return {"table2": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
-            "table2_targets_met": met, "table2_met": sum(met.values())}
+            "table2_met": sum(r["target_met"] for r in rows)}
 
 
 def run_variant(name: str) -> dict:
@@ -55,7 +53,7 @@ def run_variant(name: str) -> dict:
     res = calibrate(ROOT / "traces" / "spaan2026_gpt3xl_rtx3080ti_kernels.csv", trace.kernel_keys, options=opts)
     rep = report(res)
     s = rep["summary"]
-    card = {k: (list(v) if isinstance(v, tuple) else float(v)) for k, v in rep["card"].items()}
+    card = rep["card"]
     out = {
         "variant": name, "why": why, "options": asdict(opts),
         "calibration": {"auto_within_1pct": int(s["auto_within_1pct"]), "best_within_target": int(s["best_within_target"]),
@@ -80,7 +78,7 @@ def markdown(results: dict) -> str:
             continue
         c = r["calibration"]
         t2 = {f"{x['granularity']}/{x['scope']}/{x['objective']}": x for x in r["table2"]}
-        cells = [f"{t2[k]['energy_change_pct']:+.2f}{'' if r['table2_targets_met'][k] else ' ✗'}" for k in keys]
+        cells = [f"{t2[k]['energy_change_pct']:+.2f}{'' if t2[k]['target_met'] else ' ✗'}" for k in keys]
         lines.append(f"| {name} | {c['auto_within_1pct']}/46 | {100 * c['best_share']:.0f} % | {c['extremes_within_25pct']}/46 | "
                      + " | ".join(cells) + f" | {r['table2_met']}/8 |")
     lines.append("")
