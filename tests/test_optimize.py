@@ -135,6 +135,61 @@ def test_reproduce_cli_json_fields(capsys):
     assert all(isinstance(r["target_met"], bool) for r in rows)
 
 
+def _row(rows, gran, scope, obj):
+    return next(r for r in rows if (r["granularity"], r["scope"], r["objective"]) == (gran, scope, obj))
+
+
+def test_measured_reproduction_without_noise_is_the_model():
+    from kdvfs.reproduce import MeasurementNoise, reproduce_spaan2026, reproduce_spaan2026_measured
+
+    exact = reproduce_spaan2026()
+    rows = reproduce_spaan2026_measured(noise=MeasurementNoise(0.0, 0.0), seeds=2)
+    for a, b in zip(exact, rows):
+        # kernel-global strict waste: the MILP against the fast solver (within 0.01 % of the optimum)
+        assert abs(a["energy_change_pct"] - b["energy_change_pct"]) < 0.02
+        assert b["energy_change_pct"] == pytest.approx(b["true_energy_change_pct"], abs=1e-9)
+        assert b["energy_change_sd_pct"] == pytest.approx(0.0, abs=1e-9)
+        assert b["target_met"] == a["target_met"] and b["target_met_share"] in (0.0, 1.0)
+
+
+def test_measured_reproduction_is_seeded_and_shows_the_winners_curse():
+    from kdvfs.reproduce import MeasurementNoise, reproduce_spaan2026_measured
+
+    noise = MeasurementNoise(1.0, 1.0)
+    a = reproduce_spaan2026_measured(noise=noise, seeds=3, seed=7)
+    assert a == reproduce_spaan2026_measured(noise=noise, seeds=3, seed=7)
+    assert a != reproduce_spaan2026_measured(noise=noise, seeds=3, seed=8)
+    # choosing the best of noisy measurements favours lucky ones: re-measured, the choice is slower and saves less
+    kg = _row(a, "kernel", "global", "strict waste")
+    assert kg["time_change_pct"] <= 1e-9 < 0.2 < kg["true_time_change_pct"]
+    assert kg["energy_change_pct"] < kg["true_energy_change_pct"]
+    assert kg["energy_change_sd_pct"] > 0 and 0.0 <= kg["target_met_share"] <= 1.0
+
+
+def test_measurement_noise_defaults_are_the_measured_scatter():
+    """The defaults are the RMS over stages of the per-window coefficients of variation measured on the H200."""
+    from pathlib import Path
+
+    from kdvfs.reproduce import MeasurementNoise
+
+    doc = json.loads((Path(__file__).resolve().parent.parent / "validation/h200/measurement_noise.json").read_text())
+    cv = {k: [s[k] for s in doc["summary"].values()] for k in ("time_cv_pct", "energy_cv_pct")}
+    rms = {k: float(np.sqrt(np.mean(np.square(v)))) for k, v in cv.items()}
+    assert round(rms["time_cv_pct"], 2) == MeasurementNoise().time_pct
+    assert round(rms["energy_cv_pct"], 2) == MeasurementNoise().energy_pct
+
+
+def test_reproduce_noise_cli(capsys):
+    code, out, _ = run_cli(["reproduce", "spaan2026", "--noise", "--seeds", "2", "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 8
+    assert all({"true_energy_change_pct", "energy_change_sd_pct", "target_met_share", "seeds"} <= set(r) for r in rows)
+    code, _, err = run_cli(["reproduce", "spaan2026", "--seeds", "2"], capsys)
+    assert code == 2 and "--seeds only applies with --noise" in err
+    code, _, err = run_cli(["reproduce", "spaan2026", "--noise", "--noise-energy-pct", "-1"], capsys)
+    assert code == 2 and "energy_pct must be a percentage in [0, 50], got -1.0" in err
+
+
 def test_optimize_cli_writes_schedule(tmp_path, capsys):
     out = tmp_path / "s.json"
     code, o, _ = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--objective", "waste", "--slack", "0",
