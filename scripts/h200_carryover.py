@@ -27,17 +27,12 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    import torch
+    from h200_common import observe_only_block
 
     from hw_backend.measure import measure_window
-    from hw_backend.nvml import NvmlBackend
     from hw_backend.workloads import BlockConfig, BlockWorkload
 
-    be = NvmlBackend(observe_only=True)
-    wl = BlockWorkload(BlockConfig(precision="bf16"))
-    wl.step()
-    wl.prepare()
-    sync = torch.cuda.synchronize
+    be, wl, sync = observe_only_block("bf16")
     res: dict = {"command": f"python scripts/h200_carryover.py OUT --window {a.window:g}", "pairs": {}}
 
     def m(fn, batch=1):

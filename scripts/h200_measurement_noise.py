@@ -48,17 +48,11 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    import torch
+    from h200_common import observe_only_block
 
     from hw_backend.measure import measure_window
-    from hw_backend.nvml import NvmlBackend
-    from hw_backend.workloads import BlockConfig, BlockWorkload
 
-    be = NvmlBackend(observe_only=True)
-    wl = BlockWorkload(BlockConfig(precision="bf16"))
-    wl.step()
-    wl.prepare()
-    sync = torch.cuda.synchronize
+    be, wl, sync = observe_only_block("bf16")
     # units per synchronisation: ~15 ms of work
     batch = {}
     for s in STAGES:
@@ -70,7 +64,7 @@ def main() -> int:
         batch[s] = max(1, round(0.015 / ((time.perf_counter() - t0) / 20)))
     res: dict = {"command": f"python scripts/h200_measurement_noise.py OUT --window {a.window:g} --rounds {a.rounds} "
                             f"--warmup {a.warmup:g}",
-                 "torch": torch.__version__, "batch": batch, "windows": {s: [] for s in STAGES}}
+                 "torch": sys.modules["torch"].__version__, "batch": batch, "windows": {s: [] for s in STAGES}}
     for rnd in range(a.rounds):
         order = STAGES[rnd % len(STAGES):] + STAGES[:rnd % len(STAGES)]   # rotate: each stage follows another
         for s in order:
