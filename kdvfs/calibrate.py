@@ -23,7 +23,7 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CalibrationResult", "calibrate", "read_table", "report"]
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "read_table", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +125,16 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
                    mem_bandwidth_gbs=tuple(bw), smooth_p=float(x[12]))
 
 
+# Bumped when the fitting procedure changes, so that stored fits (validation/rtx3080ti-calibration/) are redone.
+# 2: kernels that miss their auto or extremes targets are refitted with the best-setting residuals weakened.
+CALIBRATION_REVISION = 2
+
 # Named fit variants: the bundled one and the alternatives that scripts/calibration_variants.py compares.
 VARIANTS: dict[str, tuple[FitOptions, str]] = {
     "bundled": (FitOptions(), "the bundled calibration: per-kernel targets only, card constants free within their bounds"),
     "mem9251": (FitOptions(bound_mem_9251=True), "9251 MHz memory power ≥ (9251/9501)³ of the 9501 MHz power (physics)"),
+    "mem9251-best1.5": (FitOptions(bound_mem_9251=True, best_weight=1.5),
+                        "and the best-setting targets weighted 1.5 times (meets issue 3's per-kernel targets)"),
     "mem9251-boost1750": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750),
                           "and the boost clock may fall to 1750 MHz (GA102 under sustained load at ~77 °C)"),
     "mem9251-boost1750-pool": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, pool=1.0),
@@ -224,7 +230,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         p = KernelParams(keys, np.exp(xk[:, 0]), np.exp(xk[:, 1]), np.exp(xk[:, 2]), np.exp(xk[:, 3]), np.exp(xk[:, 4]), "fitted")
         return spec, p
 
-    def resid(x, spec_fixed=None, sub=None, mu=None):
+    def resid(x, spec_fixed=None, sub=None, mu=None, best_scale=1.0):
         if spec_fixed is None:
             spec, p = unpack(x)
             xk_now = x[_NC:].reshape(n, 5)
@@ -241,8 +247,8 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         r = [
             hinge(100 * np.log(pr["t_auto"] / tg["t_auto"]), 1.0) * 3,
             hinge(100 * np.log(pr["e_auto"] / tg["e_auto"]), 1.0) * 3,
-            hinge(pr["dt_best"] - tg["dt_best"], 1.0) * bw,
-            hinge(pr["de_best"] - tg["de_best"], 2.0) * bw,
+            hinge(pr["dt_best"] - tg["dt_best"], 1.0) * bw * best_scale,
+            hinge(pr["de_best"] - tg["de_best"], 2.0) * bw * best_scale,
             hinge(100 * (pr["t_min"] / tg["t_min"] - 1), 25.0) * 2,
             hinge(100 * (pr["t_max"] / tg["t_max"] - 1), 25.0) * 2,
             hinge(100 * (pr["e_min"] / tg["e_min"] - 1), options.emin_tol_pct) * 2,
@@ -325,6 +331,16 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
             cand = (_score(spec, r_i.x, keys[i], rows[i], dev), r_i.x)
             if cand[0] > best[0]:
                 best = cand
+        if best[0][0] < 2:
+            # auto or extremes still missed: they are targets for every kernel, the best setting only for 80 % of them,
+            # so try again with the best-setting residuals weakened
+            for scale in (0.3, 0.1, 0.0):
+                for k in range(restarts * 2):
+                    start = np.clip(best[1] if k == 0 else xk_all[i] + rng.normal(0, 0.7, 5), lo_i + 1e-9, hi_i - 1e-9)
+                    r_i = least_squares(resid, start, args=(spec, [i], mu, scale), bounds=(lo_i, hi_i), max_nfev=400)
+                    cand = (_score(spec, r_i.x, keys[i], rows[i], dev), r_i.x)
+                    if cand[0] > best[0]:
+                        best = cand
         xk_all[i] = best[1]
     p = KernelParams(keys, *(np.exp(xk_all[:, j]) for j in range(5)), "fitted")
     return CalibrationResult(spec=spec, params=p, rows=rows, cost=float(res.cost))
@@ -374,6 +390,12 @@ def report(result: CalibrationResult) -> dict:
     }
     summary["targets_met"] = (summary["auto_within_1pct"] == n and summary["best_share"] >= 0.8
                               and summary["extremes_within_25pct"] == n)
+    # a check, not a target: each kernel at its own minimum energy, summed over the iteration (the table's minima sum
+    # to −36.9 % of the auto energy); the per-kernel 25 % tolerance lets errors that all lean one way add up
+    rep = np.array([r["repeat"] for r in result.rows], dtype=float)
+    summary["min_energy_mix_pct"] = float(100 * (rep @ pr["e_min"] / (rep @ pr["e_auto"]) - 1))
+    summary["min_energy_mix_paper_pct"] = float(100 * (rep @ np.array([r["e_min"] for r in result.rows])
+                                                       / (rep @ np.array([r["e_auto"] for r in result.rows])) - 1))
     # card constants as JSON values (tuples as lists), as the calibration files store them
     card = {k: getattr(result.spec, k) for k in
             ("boost_core_mhz", "cap_w", "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_power_w", "auto_mem_extra_w",

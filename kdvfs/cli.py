@@ -266,7 +266,8 @@ def print_table2(c, rows: list[dict], title: str) -> None:
                     f"{r['paper_energy_change_pct']:+.2f}", "met" if r["target_met"] else "missed"] for r in rows]))
     c.print(f"{sum(r['target_met'] for r in rows)} of {len(rows)} rows within the targets (kernel global −15.6 ± 1 at "
             "≤ +0.05 % time, kernel local −11.5 ± 1.5, pass −2.0 ± 1, EDP within 3 points of the paper; "
-            "validation/rtx3080ti-calibration/ says why the others miss)")
+            "validation/rtx3080ti-calibration/ says why the others miss; `kdvfs reproduce spaan2026 --noise` chooses the "
+            "clocks from noisy measurements, as the study did)")
 
 
 def cmd_reproduce(a) -> int:
