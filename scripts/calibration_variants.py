@@ -1,7 +1,7 @@
 """Refit the RTX 3080 Ti model with each calibration variant and put each fit's own targets (issue 3: per-kernel table)
 beside the Table 2 targets its profile gives (issue 4), to show what each modelling choice buys and costs.
 
-    python scripts/calibration_variants.py                 # all variants, one process per core; ~16 min on 2 cores
+    python scripts/calibration_variants.py                 # all variants, one process per core; ~20 min on 2 cores
     python scripts/calibration_variants.py --only bundled  # one variant
 
 Results go to validation/rtx3080ti-calibration/variants.json (rewritten after every finished variant; a rerun skips
