@@ -23,7 +23,8 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "read_table", "report"]
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
+           "report"]
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +410,15 @@ def load_params(path: str | Path) -> KernelParams:
     import json
 
     return params_from_rows(json.loads(Path(path).read_text())["params"])
+
+
+def fitted_profile(trace, card: dict, params_rows: list[dict], base: GpuSpec = RTX3080TI):
+    """The profile of a stored fit: card constants as ``report`` returns them (JSON values) and per-kernel parameters
+    as ``KernelParams.as_rows()`` gives them (e.g. one entry of validation/rtx3080ti-calibration/variants.json)."""
+    from kdvfs.profile import build_profile
+
+    spec = replace(base, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in card.items()})
+    return build_profile(trace, spec, params_from_rows(params_rows), source="fitted")
 
 
 def params_from_rows(rows: list[dict]) -> KernelParams:

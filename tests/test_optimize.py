@@ -193,20 +193,16 @@ def test_reproduce_noise_cli(capsys):
 def test_milp_keeps_stdout_clean(capfd):
     """HiGHS prints a debugging line to file descriptor 1 on some instances (the calibration variants' profiles, seen
     with scipy 1.1x); the MILP solver must not let it into --json output."""
-    from dataclasses import replace
     from pathlib import Path
 
-    from kdvfs.calibrate import params_from_rows
-    from kdvfs.gpus import RTX3080TI
-    from kdvfs.profile import build_profile
+    from kdvfs.calibrate import fitted_profile
     from kdvfs.reproduce import study_problem
 
     variants = json.loads((Path(__file__).resolve().parent.parent
                            / "validation/rtx3080ti-calibration/variants.json").read_text())
     trace = study_problem().trace
     for v in variants.values():
-        spec = replace(RTX3080TI, **{k: (tuple(x) if isinstance(x, list) else x) for k, x in v["card"].items()})
-        pb = study_problem(build_profile(trace, spec, params_from_rows(v["params"]), source="fitted"))
+        pb = study_problem(fitted_profile(trace, v["card"], v["params"]))
         a = allocate(pb, "waste", 0.0, "kernel", "global", solver="milp")
         assert a.solver.startswith("milp") and pb.evaluate(a)[0] <= pb.budget(0.0) * (1 + 1e-9)
     print("after")  # Python's own output still arrives

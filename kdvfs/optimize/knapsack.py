@@ -175,10 +175,11 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
     lo = np.concatenate([r.astype(float), [-np.inf]])
     hi = np.concatenate([r.astype(float), [budget]])
     ub = np.array([r[k] for k, _ in var], dtype=float)
+    A = A.tocsr()
     bound = None
     for _ in range(4):
         with _native_stdout_silenced():  # HiGHS prints debugging lines on some instances, which would break --json
-            res = milp(c, constraints=LinearConstraint(A.tocsr(), lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
+            res = milp(c, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
                        options={"time_limit": time_limit_s, "mip_rel_gap": 1e-9})
         if res.x is None:
             raise RuntimeError(f"MILP found no solution: {res.message}")
