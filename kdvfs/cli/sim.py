@@ -6,36 +6,28 @@ import json
 import time
 from pathlib import Path
 
+from kdvfs.cli.common import problem, progress, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
-__all__ = ["add_sim_commands", "run_demo"]
+__all__ = ["register", "run_demo"]
 
 # Switch latencies of the generations the demo and the what-if figure mark (each preset's own switch model).
 GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IVR": "ivr"}
 
 
-def _progress(console, total: int, label: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
-                 transient=True, disable=not console.is_terminal)
-    return p
-
-
 def cmd_simulate(a) -> int:
-    from kdvfs.cli import _problem, _switch_model
     from kdvfs.gpus import get_gpu
     from kdvfs.schedule import load_schedule
     from kdvfs.switching import SwitchCosts
     from simulator import ParallelConfig, SimConfig, simulate, write_timeline
 
-    pb = _problem(a)
+    pb = problem(a)
     spec = get_gpu(a.gpu)
     sched = load_schedule(a.schedule)
     a.parallel_given = a.parallel is not None
     a.parallel = a.parallel or "dp"
-    sw = _switch_model(a, spec.name)
+    sw = switch_model(a, spec.name)
     if a.switch_latency is None and a.spread is not None:
         import dataclasses
 
@@ -114,7 +106,7 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
 
     ex = make_executor(executor_spec)
     try:
-        with _progress(console, len(scenarios), label) as prog:
+        with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
             rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n))
     finally:
@@ -123,7 +115,6 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
 
 
 def cmd_whatif(a) -> int:
-    from kdvfs.cli import _write_csv
     from kdvfs.gpus import get_gpu
     from kdvfs.plots import plot_whatif
     from simulator.whatif import default_latencies, grid
@@ -140,7 +131,7 @@ def cmd_whatif(a) -> int:
     t0 = time.perf_counter()
     rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c)
     if a.output:
-        _write_csv(rows, a.output)
+        write_csv(rows, a.output)
         png = Path(a.png or Path(a.output).with_suffix(".png"))
         plot_whatif(rows, png, {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
                     f"{trace_ref} on {card}")
@@ -159,7 +150,7 @@ def cmd_whatif(a) -> int:
 def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     """The main job on the bundled default: the study's Table 2, then what survives each generation's switch latency."""
     from kdvfs.bundled import DEFAULT_TRACE
-    from kdvfs.cli import _write_csv, print_table2
+    from kdvfs.cli.optimize import print_table2
     from kdvfs.gpus import get_gpu
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier, plot_whatif
@@ -172,11 +163,11 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     c.print(f"[bold]kdvfs demo[/bold]: {DEFAULT_TRACE} (GPT-3 XL, llm.c, RTX 3080 Ti; Spaan et al. 2026) with the "
             "calibrated model profile")
     rows = reproduce_spaan2026()
-    _write_csv(rows, out_dir / "table2.csv")
+    write_csv(rows, out_dir / "table2.csv")
     print_table2(c, rows, "1. Ideal savings (free switching) beside the study's Table 2")
     pb = study_problem()
     curves = {f"kernel-level {sc}": frontier(pb, sc, 0.0, 20.0, 1.0) for sc in ("local", "global")}
-    _write_csv([dict(r, scope=k) for k, v in curves.items() for r in v], out_dir / "frontier.csv")
+    write_csv([dict(r, scope=k) for k, v in curves.items() for r in v], out_dir / "frontier.csv")
     plot_frontier(curves, out_dir / "frontier.png", "GPT-3 XL on RTX 3080 Ti (calibrated model)")
     scen = []
     for preset in GENERATIONS.values():
@@ -189,8 +180,8 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
     gen_of = {p: g for g, p in GENERATIONS.items()}
     for r in wrows:
         r["generation"] = gen_of[r["gpu"]]
-    _write_csv(wrows, out_dir / "whatif.csv")
-    _write_csv(srows, out_dir / "latency_sweep.csv")
+    write_csv(wrows, out_dir / "whatif.csv")
+    write_csv(srows, out_dir / "latency_sweep.csv")
     plot_whatif(srows, out_dir / "whatif.png",
                 {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
                 "GPT-3 XL on RTX 3080 Ti: saving under each generation's switch latency")
@@ -224,7 +215,7 @@ def cmd_demo(a) -> int:
     return 0
 
 
-def add_sim_commands(sub, j) -> None:
+def register(sub, j) -> None:
     sp = j(sub.add_parser("simulate", help="replay a trace under a schedule with switch latency"))
     sp.add_argument("--trace", required=True)
     sp.add_argument("--profile")

@@ -14,7 +14,7 @@ import time
 from kdvfs.console import make_console, print_json
 from kdvfs.errors import InputError
 
-__all__ = ["add_hw_commands", "make_backend"]
+__all__ = ["make_backend", "register"]
 
 
 def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int = 0, noise: float = 0.01,
@@ -108,7 +108,7 @@ def cmd_reset(a) -> int:
     return 0
 
 
-def add_hw_commands(sub, j) -> None:
+def register(sub, j) -> None:
     def common(sp):
         sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
         sp.add_argument("--trace", required=True)

@@ -1,0 +1,3 @@
+from kdvfs.cli import main
+
+raise SystemExit(main())

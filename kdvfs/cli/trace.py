@@ -1,0 +1,101 @@
+"""Verbs ``trace show|import`` and ``record``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kdvfs.cli.common import load_trace, out
+from kdvfs.console import print_json, table
+from kdvfs.errors import InputError
+
+__all__ = ["register"]
+
+def cmd_trace_show(a) -> int:
+    from kdvfs.bundled import bundled_trace_names
+
+    if a.list or not a.trace:
+        names = bundled_trace_names()
+        if a.json:
+            print_json({"bundled": names})
+        else:
+            out(a).print("bundled traces: " + ", ".join(names))
+        return 0
+    t = load_trace(a.trace)
+    s = t.summary()
+    if a.json:
+        print_json(s)
+        return 0
+    c = out(a)
+    c.print(f"[bold]{t.name}[/bold] — {t.model} on {t.gpu}; batch {t.batch_size} × seq {t.seq_len}")
+    c.print(f"source: {t.source}")
+    c.print(table("segments", ["segment", "pass", "repeat", "kernels", "time (s)"],
+                  [[g["name"], g["pass"], g["repeat"], g["kernels"], g["time_s"]] for g in s["segments"]]))
+    c.print(table("time share by category", ["category", "share"],
+                  [[k, f"{100 * v:.1f} %"] for k, v in s["category_time_share"].items()]))
+    e = f", {s['total_energy_j']:.1f} J" if s["total_energy_j"] else ""
+    c.print(f"{s['kernels']} kernels ({s['kernels_per_layer']} per layer), {s['instances']} instances, "
+            f"{s['total_time_s']:.4g} s per iteration{e}")
+    return 0
+
+
+def cmd_trace_import(a) -> int:
+    from kdvfs.importers import import_kineto, import_spaan_csv
+    from kdvfs.trace import save_trace
+
+    src = Path(a.file)
+    if not src.exists():
+        raise InputError(f"file {str(src)!r} does not exist; check the path")
+    if src.suffix == ".csv":
+        t = import_spaan_csv(src, name=a.name or "gpt3xl-llmc-rtx3080ti")
+        info = {"labelled": True, "assigned_time_share": 1.0}
+    else:
+        reps = {}
+        for r in a.repeat or []:
+            k, _, v = r.partition("=")
+            if not v.isdigit() or int(v) < 1:
+                raise InputError(f"--repeat {r!r} must look like SEGMENT=N with N ≥ 1, e.g. forward_layer=24")
+            reps[k] = int(v)
+        imp = import_kineto(src, name=a.name, repeats=reps, step=a.step)
+        t = imp.trace
+        info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s}
+    save_trace(t, a.output)
+    doc = dict(t.summary(), output=str(a.output), **info)
+    if a.json:
+        print_json(doc)
+    else:
+        out(a).print(f"wrote {a.output}: {doc['kernels']} kernels, {doc['instances']} instances, "
+                      f"{doc['total_time_s']:.4g} s; forward/backward/optimizer assigned to "
+                      f"{100 * info['assigned_time_share']:.1f} % of GPU time")
+    return 0
+
+
+def cmd_record(a) -> int:
+    from kdvfs.record import record
+
+    imp = record(a.output, precision=a.precision, batch=a.batch, seq=a.seq, warmup=a.warmup)
+    doc = dict(imp.trace.summary(), output=str(a.output))
+    print_json(doc) if a.json else out(a).print(f"recorded {doc['kernels']} kernels to {a.output}")
+    return 0
+
+
+def register(sub, j) -> None:
+    tr = sub.add_parser("trace", help="show or import traces").add_subparsers(dest="trace_cmd", required=True)
+    sp = j(tr.add_parser("show", help="summary of a trace file or bundled name"))
+    sp.add_argument("trace", nargs="?")
+    sp.add_argument("--list", action="store_true", help="list bundled traces")
+    sp.set_defaults(fn=cmd_trace_show)
+    sp = j(tr.add_parser("import", help="import a PyTorch profiler trace (.json/.json.gz) or the study's CSV"))
+    sp.add_argument("file")
+    sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--name")
+    sp.add_argument("--repeat", action="append", help="SEGMENT=N repeat count (e.g. forward_layer=24)")
+    sp.add_argument("--step", choices=["last", "all"], default="last", help="with ProfilerStep annotations: keep the last step")
+    sp.set_defaults(fn=cmd_trace_import)
+
+    sp = j(sub.add_parser("record", help="record the GPT-3-style block on this GPU (needs the torch extra)"))
+    sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
+    sp.add_argument("--batch", type=int, default=8)
+    sp.add_argument("--seq", type=int, default=2048)
+    sp.add_argument("--warmup", type=int, default=5)
+    sp.set_defaults(fn=cmd_record)
