@@ -96,6 +96,16 @@ class Profile:
                 f"{self.gpu or ''} ({len(self.settings)} settings); build the profile over that setting or pick one it has"
             ) from None
 
+    def settings_index(self, core_mhz: np.ndarray, mem_mhz: np.ndarray) -> np.ndarray:
+        """``setting_index`` of many (core, memory) pairs at once (each distinct pair looked up once), as int64."""
+        core = np.asarray(core_mhz, dtype=np.int64)
+        mem = np.asarray(mem_mhz, dtype=np.int64)
+        if core.size == 0:
+            return np.zeros(core.shape, dtype=np.int64)
+        pairs, inverse = np.unique(np.stack([core.ravel(), mem.ravel()], axis=1), axis=0, return_inverse=True)
+        idx = np.array([self.setting_index(c, m) for c, m in pairs.tolist()], dtype=np.int64)
+        return idx[inverse.ravel()].reshape(core.shape)
+
     @property
     def auto_index(self) -> int:
         return self.setting_index(AUTO, AUTO)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from kdvfs.errors import InputError
-from kdvfs.optimize.knapsack import lower_hull, solve_fast, solve_local, solve_milp
+from kdvfs.optimize.knapsack import kernel_hulls, solve_fast, solve_local, solve_milp
 from kdvfs.optimize.problem import Allocation, Problem, check_objective
 from kdvfs.schedule import Schedule
 
@@ -47,7 +47,7 @@ def _expand(pb: Problem, groups: list[np.ndarray], choice: list[int], solver: st
 def _edp_global(T: np.ndarray, E: np.ndarray, r: np.ndarray, n: int) -> list[dict[int, int]]:
     """Minimise (Σ E)(Σ T)^n over per-item choices: the optimum lies on the aggregate convex frontier, which a sweep
     of the Lagrange multiplier traces; each multiplier's choice is evaluated and the best kept."""
-    hulls = [lower_hull(T[k], E[k]) for k in range(T.shape[0])]
+    hulls = kernel_hulls(T, E)
     best, best_c = np.inf, None
     for lam in np.concatenate([[0.0], np.logspace(-3, 6, 600)]):
         ch = [int(h[np.argmin(E[k, h] + lam * T[k, h])]) for k, h in enumerate(hulls)]

@@ -97,22 +97,31 @@ class Problem:
                 e += n * self.E[k, s]
         return t, e
 
+    def allocation_setting_index(self, alloc: Allocation) -> np.ndarray:
+        """Setting index of every instance: each kernel's instances take its settings in order of the allocation
+        (most instances first, ties in the allocation's order)."""
+        inst = self.trace.instances()
+        K = len(self.r)
+        seqs = []
+        for cnt in alloc.counts:
+            order = sorted(cnt, key=lambda s: -cnt[s])
+            seqs.append(np.repeat(np.array(order, dtype=np.int64), [cnt[s] for s in order]))
+        lengths = np.array([len(q) for q in seqs], dtype=np.int64)
+        flat = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+        offset = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if K else np.zeros(0, dtype=np.int64)
+        # the n-th instance of kernel k takes seqs[k][n]: rank each instance among its kernel's instances
+        order = np.argsort(inst, kind="stable")
+        first = np.concatenate([[0], np.cumsum(np.bincount(inst, minlength=K))[:-1]])
+        rank = np.empty(len(inst), dtype=np.int64)
+        rank[order] = np.arange(len(inst)) - first[inst[order]]
+        if np.any(rank >= lengths[inst]):
+            raise ValueError("allocation covers fewer instances than the trace has")  # a solver bug, not user input
+        return flat[offset[inst] + rank]
+
     def to_schedule(self, alloc: Allocation, *, objective: str, slack_pct: float, granularity: str, scope: str,
                     switch_model: dict | None = None) -> Schedule:
         """Per-instance clocks: each kernel's instances take its settings in order of the allocation."""
-        inst = self.trace.instances()
-        seen = np.zeros(len(self.r), dtype=np.int64)
-        # expand each kernel's allocation into an ordered list of setting indices
-        seqs = []
-        for cnt in alloc.counts:
-            seq = []
-            for s in sorted(cnt, key=lambda s: -cnt[s]):
-                seq += [s] * cnt[s]
-            seqs.append(seq)
-        sidx = np.empty(len(inst), dtype=np.int64)
-        for i, k in enumerate(inst):
-            sidx[i] = seqs[k][seen[k]]
-            seen[k] += 1
+        sidx = self.allocation_setting_index(alloc)
         st = np.array(self.profile.settings)
         t, e = self.evaluate(alloc)
         core, mem = st[sidx, 0], st[sidx, 1]
@@ -132,7 +141,19 @@ class Problem:
 
     def instance_setting_index(self, sched: Schedule) -> np.ndarray:
         """Profile setting index of every instance of a schedule (error for settings the profile lacks)."""
-        return np.array([self.profile.setting_index(c, m) for c, m in zip(sched.core_mhz.tolist(), sched.mem_mhz.tolist())])
+        return self.profile.settings_index(sched.core_mhz, sched.mem_mhz)
+
+    def memo(self, key: tuple, make):
+        """``make()`` computed once per key for this problem (solutions that several policies or scenarios share; the
+        problem's tables never change, so neither do they). Callers must not mutate what they get back."""
+        cache = self._memo
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    @cached_property
+    def _memo(self) -> dict:
+        return {}
 
 
 def check_objective(obj: str) -> str:

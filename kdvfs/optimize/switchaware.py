@@ -13,7 +13,7 @@ import numpy as np
 
 from kdvfs.gpus import SwitchModel
 from kdvfs.optimize.granularity import allocate
-from kdvfs.optimize.knapsack import lower_hull
+from kdvfs.optimize.knapsack import kernel_hulls
 from kdvfs.optimize.problem import Problem
 from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts, check_mechanism, sequence_cost
@@ -24,21 +24,14 @@ __all__ = ["evaluate_with_switching", "switch_aware", "candidate_settings"]
 def evaluate_with_switching(pb: Problem, sched: Schedule, sw: SwitchModel, mechanism: str = "sync",
                             costs: SwitchCosts | None = None) -> dict:
     """Exact time/energy of a schedule on this problem's profile when each switch costs what ``sw`` says."""
-    costs = costs or SwitchCosts()
-    sidx = pb.instance_setting_index(sched)
-    inst = pb.trace.instances()
-    r = sequence_cost(pb.T[inst, sidx], pb.profile.power_w[inst, sidx], sidx, pb.T, pb.profile.power_w, inst, sw,
-                      mechanism, costs)
-    r["time_change_pct"] = 100 * (r["time_s"] / pb.auto_time_s - 1)
-    r["energy_change_pct"] = 100 * (r["energy_j"] / pb.auto_energy_j - 1)
-    return r
+    return _evaluate_sidx(pb, pb.instance_setting_index(sched), sw, mechanism, costs or SwitchCosts())
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
     """Settings worth considering: auto plus each kernel's hull points, most used first."""
     votes: dict[int, float] = {pb.auto: np.inf}
-    for k in range(len(pb.r)):
-        for s in lower_hull(pb.T[k], pb.E[k]):
+    for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
+        for s in hull:
             votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
     order = sorted(votes, key=lambda s: -votes[s])
     return np.array(order[:limit], dtype=np.int64)
@@ -56,108 +49,152 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     # whole latency (pessimistic: it keeps switches apart), the exact evaluation then tells the truth
     tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
     n, S = len(inst), len(cand)
-    back = np.empty((n, S), dtype=np.int32)
+    ar = np.arange(S)
+    # per kernel (not per instance: a kernel recurs ~20 times in an iteration), the cost of switching from a (rows) to
+    # b (cols): the first `tr` seconds of the kernel run at a. The expressions are those of the per-instance loop
+    # this replaced, term for term, so the plans are bit-identical.
+    own_k = E + lam * T  # (K, S)
+    frac_k = np.minimum(1.0, tr / T)[:, :, None]  # (K, S_old, 1)
+    trans_k = frac_k * (E[:, :, None] + lam * T[:, :, None]) + (1 - frac_k) * own_k[:, None, :] - own_k[:, None, :]
+    trans_k[:, ar, ar] = np.inf  # staying is not a switch
+    trans_list, own_list = list(trans_k), list(own_k)  # indexing a list is cheaper than slicing an array, per step
+    # back pointers: the instance before stayed at the same setting where `stayed`, else came from `from_prev`
+    from_prev = np.zeros((n, S), dtype=np.int32)
+    stayed = np.ones((n, S), dtype=bool)
     k0 = inst[0]
     val = E[k0] + lam * T[k0]
-    back[0] = np.arange(S)
-    for i in range(1, n):
-        k = inst[i]
-        own = E[k] + lam * T[k]  # (S,)
-        # switching from a (rows) to b (cols): the first `tr` seconds of kernel k run at a
-        frac = np.minimum(1.0, tr / T[k])[:, None]  # per old setting
-        trans = frac * (E[k][:, None] + lam * T[k][:, None]) + (1 - frac) * own[None, :] - own[None, :]
-        sw_cost = val[:, None] + stall_cost + trans
-        np.fill_diagonal(sw_cost, np.inf)
-        best_prev = np.argmin(sw_cost, axis=0)
-        best_sw = sw_cost[best_prev, np.arange(S)]
-        stay = val
-        take_stay = stay <= best_sw
-        back[i] = np.where(take_stay, np.arange(S), best_prev)
-        val = np.where(take_stay, stay, best_sw) + own
+    sw_cost = np.empty((S, S))
+    for i, k in enumerate(inst.tolist()):
+        if i == 0:
+            continue
+        np.add((val + stall_cost)[:, None], trans_list[k], out=sw_cost)
+        best_prev = sw_cost.argmin(axis=0)
+        best_sw = sw_cost[best_prev, ar]
+        take_stay = val <= best_sw
+        from_prev[i] = best_prev
+        stayed[i] = take_stay
+        val = np.where(take_stay, val, best_sw)
+        val += own_list[k]
     seq = np.empty(n, dtype=np.int64)
     s = int(np.argmin(val))
     for i in range(n - 1, -1, -1):
         seq[i] = s
-        s = int(back[i, s])
+        if not stayed[i, s]:
+            s = int(from_prev[i, s])
     return cand[seq]
 
 
-def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, ages: int = 6) -> np.ndarray:
+def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, ages: int = 6,
+                   frac_all: np.ndarray | None = None) -> np.ndarray:
     """Predictive switching: a switch lands late when the run before it was shorter than the switch latency, and the
     next kernel's head then runs at the old setting. The state is (setting, instances in the current run, capped at
     ``ages``); a run's duration comes from prefix sums per setting, so the lateness of each possible switch is exact
-    for runs shorter than the cap."""
+    for runs shorter than the cap. ``frac_all`` (from ``_late_fractions``) does not depend on λ: the bisection over λ
+    passes it in instead of recomputing it."""
     inst = pb.trace.instances()
     T = pb.T[:, cand]
     own_all = pb.E[:, cand] + lam * T  # (K, S)
-    L = sw.host_call_s + sw.transition_s
     n, S, A = len(inst), len(cand), ages
-    prefix = np.vstack([np.zeros((1, S)), np.cumsum(T[inst], axis=0)])  # (n + 1, S)
+    if frac_all is None:
+        frac_all = _late_fractions(pb, cand, sw, ages)
     INF = np.inf
     val = np.full((S, A), INF)
     val[:, 0] = own_all[inst[0]]
-    back_s = np.empty((n, S, A), dtype=np.int16)
-    back_a = np.empty((n, S, A), dtype=np.int8)
-    back_s[0] = np.arange(S)[:, None]
-    back_a[0] = 0
-    ar = np.arange(A)
-    for i in range(1, n):
-        k = inst[i]
-        own = own_all[k]
-        # duration of the current run in each state (a + 1 instances, the cap standing for "at least")
-        start = np.maximum(i - (ar + 1), 0)
-        run_t = prefix[i][:, None] - prefix[start].T  # (S, A)
-        late = np.maximum(0.0, L - run_t)
-        frac = np.minimum(1.0, late / T[k][:, None])  # (S_old, A)
-        # switching from (s', a') to s: trans = frac·(own_old − own_new)
-        cost = val[:, :, None] + frac[:, :, None] * (own[:, None, None] - own[None, None, :])  # (S', A, S)
-        idx = np.arange(S)
-        cost[idx, :, idx] = INF
-        flat = cost.reshape(S * A, S)
-        best = np.argmin(flat, axis=0)
-        best_val = flat[best, idx]
-        new = np.full((S, A), INF)
-        bs = np.empty((S, A), dtype=np.int16)
-        ba = np.empty((S, A), dtype=np.int8)
-        # stay: age grows (capped)
-        new[:, 1:] = val[:, :-1]
-        bs[:, 1:] = idx[:, None]
-        ba[:, 1:] = ar[None, :-1]
-        cap = val[:, A - 1]
-        better = cap < new[:, A - 1]
-        new[:, A - 1] = np.where(better, cap, new[:, A - 1])
-        ba[:, A - 1] = np.where(better, A - 1, ba[:, A - 1])
-        # switch: a fresh run of age 0
-        new[:, 0] = best_val
-        bs[:, 0] = best // A
-        ba[:, 0] = best % A
-        val = new + own[:, None]
-        back_s[i], back_a[i] = bs, ba
+    # back pointers, compactly: a run of age 0 came from the flattened (setting, age) `from_switch`; a run of age a
+    # in 1 … A−2 from (same setting, a − 1); the capped age from (same setting, A − 1) where `from_cap`, else A − 2
+    from_switch = np.zeros((n, S), dtype=np.int16)
+    from_cap = np.zeros((n, S), dtype=bool)
+    idx = np.arange(S)
+    # per kernel: own_old − own_new for every (old, new) pair; the diagonal is excluded (staying is not a switch)
+    diff_k = own_all[:, :, None, None] - own_all[:, None, None, :]  # (K, S', 1, S)
+    not_self = np.zeros((S, 1, S))
+    not_self[idx, :, idx] = INF
+    cost = np.empty((S, A, S))
+    flat = cost.reshape(S * A, S)
+    for i, k in enumerate(inst.tolist()):
+        if i == 0:
+            continue
+        # switching from (s', a') to s: val + frac·(own_old − own_new)
+        np.multiply(frac_all[i][:, :, None], diff_k[k], out=cost)
+        np.add(cost, val[:, :, None], out=cost)
+        np.add(cost, not_self, out=cost)
+        best = flat.argmin(axis=0)
+        new = np.empty((S, A))
+        new[:, 0] = flat[best, idx]  # switch: a fresh run of age 0
+        new[:, 1:A - 1] = val[:, :A - 2]  # stay: the age grows …
+        cap, prev = val[:, A - 1], val[:, A - 2]
+        better = cap < prev
+        new[:, A - 1] = np.where(better, cap, prev)  # … up to the cap
+        val = new + own_all[k][:, None]
+        from_switch[i] = best
+        from_cap[i] = better
     seq = np.empty(n, dtype=np.int64)
-    s_, a_ = np.unravel_index(int(np.argmin(val)), val.shape)
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val)), val.shape))
     for i in range(n - 1, -1, -1):
         seq[i] = s_
-        s_, a_ = int(back_s[i, s_, a_]), int(back_a[i, s_, a_])
+        if i == 0:
+            break
+        if a_ == 0:
+            s_, a_ = divmod(int(from_switch[i, s_]), A)
+        elif a_ < A - 1:
+            a_ -= 1
+        elif not from_cap[i, s_]:
+            a_ = A - 2
     return cand[seq]
 
 
+def _late_fractions(pb: Problem, cand: np.ndarray, sw: SwitchModel, ages: int) -> np.ndarray:
+    """Per instance i ≥ 1, old setting and age of the run before it: the share of kernel i's time run at the old
+    setting when a predictive switch lands late before it, shape (n, S, ages)."""
+    inst = pb.trace.instances()
+    T = pb.T[:, cand]
+    L = sw.host_call_s + sw.transition_s
+    n, S, A = len(inst), len(cand), ages
+    prefix = np.vstack([np.zeros((1, S)), np.cumsum(T[inst], axis=0)])  # (n + 1, S)
+    i = np.arange(n)
+    ar = np.arange(A)
+    # duration of the current run in each state (a + 1 instances, the cap standing for "at least")
+    start = np.maximum(i[:, None] - (ar[None, :] + 1), 0)  # (n, A)
+    run_t = prefix[i][:, :, None] - prefix[start].transpose(0, 2, 1)  # (n, S, A)
+    late = np.maximum(0.0, L - run_t)
+    return np.minimum(1.0, late / T[inst][:, :, None])
+
+
+def _evaluate_sidx(pb: Problem, sidx: np.ndarray, sw: SwitchModel, mechanism: str, costs: SwitchCosts) -> dict:
+    inst = pb.trace.instances()
+    r = sequence_cost(pb.T[inst, sidx], pb.profile.power_w[inst, sidx], sidx, pb.T, pb.profile.power_w, inst, sw,
+                      mechanism, costs)
+    r["time_change_pct"] = 100 * (r["time_s"] / pb.auto_time_s - 1)
+    r["energy_change_pct"] = 100 * (r["energy_j"] / pb.auto_energy_j - 1)
+    return r
+
+
 def _schedule_from_settings(pb: Problem, sidx: np.ndarray, solver: str, slack_pct: float, sw: SwitchModel,
-                            mechanism: str, costs: SwitchCosts) -> tuple[Schedule, dict]:
+                            mechanism: str, ev: dict) -> Schedule:
     st = np.array(pb.profile.settings)
     inst = pb.trace.instances()
     t = float(pb.T[inst, sidx].sum())
     e = float(pb.E[inst, sidx].sum())
     core, mem = st[sidx, 0], st[sidx, 1]
     swd = {"host_call_s": sw.host_call_s, "transition_s": sw.transition_s, "mechanism": mechanism}
-    s = Schedule(trace=pb.trace.name, gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
-                 slack_pct=slack_pct, granularity="kernel", scope="global", solver=solver,
-                 auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=swd)
-    ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
     pred = {"time_s": ev["time_s"], "energy_j": ev["energy_j"], "time_change_pct": ev["time_change_pct"],
             "energy_change_pct": ev["energy_change_pct"], "switches": ev["switches"],
             "ideal_time_s": t, "ideal_energy_j": e}
-    object.__setattr__(s, "predicted", pred)
-    return s, ev
+    return Schedule(trace=pb.trace.name, gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
+                    slack_pct=slack_pct, granularity="kernel", scope="global", solver=solver, predicted=pred,
+                    auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=swd)
+
+
+def _waste_setting_index(pb: Problem, slack_pct: float, granularity: str) -> np.ndarray:
+    """Setting per instance of the free-switching global waste optimum (memoised on the problem: it depends on
+    neither the switch model nor the mechanism, and a what-if asks for it once per scenario)."""
+
+    def make() -> np.ndarray:
+        sidx = pb.allocation_setting_index(allocate(pb, "waste", slack_pct, granularity, "global"))
+        sidx.setflags(write=False)
+        return sidx
+
+    return pb.memo(("waste-setting-index", float(slack_pct), granularity), make)
 
 
 def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pct: float = 0.0,
@@ -167,38 +204,34 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
     costs = costs or SwitchCosts()
     budget = pb.budget(slack_pct)
     cand = candidate_settings(pb)
-    results: list[tuple[float, float, Schedule]] = []
+    results: list[tuple[float, float, np.ndarray, str, dict]] = []
 
     def consider(sidx: np.ndarray, solver: str) -> float:
-        s, ev = _schedule_from_settings(pb, sidx, solver, slack_pct, sw, mechanism, costs)
-        results.append((ev["time_s"], ev["energy_j"], s))
+        ev = _evaluate_sidx(pb, sidx, sw, mechanism, costs)
+        results.append((ev["time_s"], ev["energy_j"], sidx, solver, ev))
         return ev["time_s"]
 
     inst = pb.trace.instances()
     # portfolio members: stay at auto; the ideal schedule paid naively
     consider(np.full(len(inst), pb.auto), "switch-aware (stay at auto)")
-    ideal = pb.to_schedule(allocate(pb, "waste", slack_pct), objective="waste", slack_pct=slack_pct,
-                           granularity="kernel", scope="global")
-    consider(pb.instance_setting_index(ideal), "switch-aware (naive schedule)")
+    consider(_waste_setting_index(pb, slack_pct, "kernel"), "switch-aware (naive schedule)")
     # ideal schedules planned with less slack leave room for the switches they pay for
     lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
     for d in (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0):
         if slack_pct - d >= lo_slack:
-            tighter = pb.to_schedule(allocate(pb, "waste", slack_pct - d), objective="waste", slack_pct=slack_pct - d,
-                                     granularity="kernel", scope="global")
-            consider(pb.instance_setting_index(tighter), f"switch-aware (naive schedule at {slack_pct - d:+g} %)")
+            consider(_waste_setting_index(pb, slack_pct - d, "kernel"),
+                     f"switch-aware (naive schedule at {slack_pct - d:+g} %)")
     for gran in ("static", "pass"):  # coarse schedules switch rarely: they bound what grouping must beat
-        coarse = pb.to_schedule(allocate(pb, "waste", slack_pct, gran, "global"), objective="waste",
-                                slack_pct=slack_pct, granularity=gran, scope="global")
-        consider(pb.instance_setting_index(coarse), f"switch-aware ({gran} schedule)")
+        consider(_waste_setting_index(pb, slack_pct, gran), f"switch-aware ({gran} schedule)")
     lo, hi = 0.0, None
     lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
     if mechanism == "predictive":
         cand = cand[:24]  # the age-aware DP carries more state: fewer candidate settings keep it fast
+        frac_all = _late_fractions(pb, cand, sw, 6)
 
     def plan(lam: float) -> np.ndarray:
         if mechanism == "predictive":
-            return _dp_predictive(pb, cand, lam, sw)
+            return _dp_predictive(pb, cand, lam, sw, 6, frac_all)
         return _dp(pb, cand, lam, sw, mechanism, costs)
 
     for _ in range(iterations):
@@ -214,4 +247,4 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
     feas = [x for x in results if x[0] <= budget * (1 + 1e-12)]
     pool = feas or results
     best = min(pool, key=lambda x: (x[1], x[0])) if feas else min(pool, key=lambda x: x[0])
-    return best[2]
+    return _schedule_from_settings(pb, best[2], best[3], slack_pct, sw, mechanism, best[4])
