@@ -197,9 +197,13 @@ def load_profile(path: str | Path) -> Profile:
     keys: dict[str, int] = {}
     settings: dict[tuple[int, int], int] = {}
     recs = []
+    parsed: dict[tuple[str, str], tuple[int, int]] = {}  # a profile repeats each setting once per kernel: parse once
     for i, r in enumerate(rows, start=2):
         try:
-            st = (parse_clock(r["core_mhz"], "core_mhz"), parse_clock(r["mem_mhz"], "mem_mhz"))
+            raw = (r["core_mhz"], r["mem_mhz"])
+            st = parsed.get(raw)  # type: ignore[arg-type]
+            if st is None:
+                st = parsed[raw] = (parse_clock(raw[0], "core_mhz"), parse_clock(raw[1], "mem_mhz"))
             t, p = float(r["time_s"]), float(r["power_w"])
         except (FormatError, ValueError, TypeError) as e:
             raise FormatError(f"profile {str(path)!r} line {i}: {e}") from None

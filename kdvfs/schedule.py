@@ -88,7 +88,8 @@ class Schedule:
         if spec is not None:
             if self.gpu and self.gpu != spec.name:
                 raise FormatError(f"schedule was made for GPU {self.gpu!r}, not {spec.name!r}; optimise for {spec.name}")
-            for c, m in sorted(set(zip(self.core_mhz.tolist(), self.mem_mhz.tolist()))):
+            pairs = np.unique(np.stack([np.asarray(self.core_mhz), np.asarray(self.mem_mhz)], axis=1), axis=0)
+            for c, m in pairs.tolist():  # each distinct setting once, in sorted order
                 spec.check_setting(c, m)
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kdvfs.errors import InputError
-from kdvfs.gpus import SwitchModel
+from kdvfs.gpus import GpuSpec, SwitchModel
+from kdvfs.modes import Mechanism
 
 __all__ = ["MECHANISMS", "SwitchCosts", "sequence_cost"]
 
-MECHANISMS = ("sync", "callback", "predictive")
+MECHANISMS = Mechanism.values()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,12 +35,18 @@ class SwitchCosts:
         sync_overhead_s: extra GPU idle per synchronous switch (host sync, relaunch); measured on the H200 with
             PyTorch eager at ~163 µs per boundary (validation/h200).
         callback_overhead_s: extra stall per in-stream host function; measured ~110 µs on the H200 (validation/h200).
-        idle_power_w: power while the GPU stalls.
+        idle_power_w: power while the GPU stalls. Library paths take it from the card (``SwitchCosts.for_gpu``);
+            the 80 W default only serves hand-made costs in tests and examples.
     """
 
     sync_overhead_s: float = 163e-6
     callback_overhead_s: float = 110e-6
     idle_power_w: float = 80.0
+
+    @classmethod
+    def for_gpu(cls, spec: GpuSpec, **overheads: float) -> SwitchCosts:
+        """The mechanism overheads (defaults unless given) with the card's own idle power."""
+        return cls(idle_power_w=spec.idle_power_w, **overheads)
 
     def stall_s(self, mechanism: str, sw: SwitchModel) -> float:
         if mechanism == "sync":
@@ -50,10 +56,8 @@ class SwitchCosts:
         return 0.0
 
 
-def check_mechanism(m: str) -> str:
-    if m not in MECHANISMS:
-        raise InputError(f"mechanism {m!r} is not one of {', '.join(MECHANISMS)}")
-    return m
+def check_mechanism(m: str) -> Mechanism:
+    return Mechanism.parse(m)
 
 
 def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T: np.ndarray, P: np.ndarray,

@@ -10,6 +10,7 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import GpuSpec
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
+from kdvfs.switching import SwitchCosts
 from kdvfs.trace import Trace
 from simulator.engine import GpuRun, SimConfig, run_single
 from simulator.fastpath import fast_applies, fast_single
@@ -48,7 +49,7 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     """Per-instance arrays for the engine and the fast path; checks the schedule against trace, card and profile."""
     schedule.check_for(trace, spec)
     prof = profile.for_trace(trace)
-    setting = np.array([prof.setting_index(c, m) for c, m in zip(schedule.core_mhz.tolist(), schedule.mem_mhz.tolist())])
+    setting = prof.settings_index(schedule.core_mhz, schedule.mem_mhz)
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
                   segment=trace.instance_segments(), names=[s.name for s in trace.segments])
 
@@ -77,7 +78,7 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
     without the power cap; with ``cfg.governor_lag_s > 0`` the governor lets each newly landed setting run
     unthrottled for that long before it throttles.
     """
-    cfg = cfg or SimConfig(switch=spec.switch)
+    cfg = cfg or SimConfig(switch=spec.switch, costs=SwitchCosts.for_gpu(spec))
     pc = parallel or ParallelConfig()
     run = build_run(trace, profile, schedule, spec)
     if cfg.governor_lag_s > 0:

@@ -17,18 +17,16 @@ from kdvfs.bundled import resolve_profile_path, resolve_trace_path
 from kdvfs.errors import InputError
 from kdvfs.executor import Executor
 from kdvfs.gpus import SwitchModel, get_gpu
-from kdvfs.optimize.granularity import allocate
+from kdvfs.modes import Mechanism, Policy
 from kdvfs.optimize.problem import Problem
-from kdvfs.optimize.switchaware import switch_aware
 from kdvfs.profile import load_profile
-from kdvfs.switching import MECHANISMS, SwitchCosts
+from kdvfs.switching import SwitchCosts
 from kdvfs.trace import load_trace
-from simulator.api import simulate
-from simulator.engine import SimConfig
+from simulator.evaluate import evaluate_policy
 
 __all__ = ["POLICIES", "Scenario", "default_latencies", "grid", "run_scenario", "run_grid"]
 
-POLICIES = ("auto", "pass", "ideal", "naive", "switch-aware")
+POLICIES = Policy.values()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,11 +49,9 @@ def default_latencies(n: int = 13) -> list[float]:
 def grid(gpus: list[str], latencies: list[float | None], mechanisms: list[str], policies: list[str],
          slacks: list[float]) -> list[Scenario]:
     for m in mechanisms:
-        if m not in MECHANISMS:
-            raise InputError(f"mechanism {m!r} is not one of {', '.join(MECHANISMS)}")
+        Mechanism.parse(m)
     for p in policies:
-        if p not in POLICIES:
-            raise InputError(f"policy {p!r} is not one of {', '.join(POLICIES)}")
+        Policy.parse(p)
     for lat in latencies:
         if lat is not None and (not np.isfinite(lat) or lat <= 0):
             raise InputError(f"switch latency must be > 0 s, got {lat!r}; e.g. 6e-3 for Hopper")
@@ -86,26 +82,10 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> d
     pb = _problem(trace_ref, profile_ref)
     spec = get_gpu(card)
     sw = _switch(sc)
-    costs = SwitchCosts(idle_power_w=spec.idle_power_w)
-    cfg = SimConfig(mechanism=sc.mechanism, switch=sw, costs=costs)
-    if sc.policy == "auto":
-        sched = pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=0, granularity="static", scope="global")
-    elif sc.policy == "pass":
-        sched = pb.to_schedule(allocate(pb, "waste", sc.slack_pct, "pass", "global"), objective="waste",
-                               slack_pct=sc.slack_pct, granularity="pass", scope="global")
-    elif sc.policy in ("ideal", "naive"):
-        sched = pb.to_schedule(allocate(pb, "waste", sc.slack_pct, "kernel", "global"), objective="waste",
-                               slack_pct=sc.slack_pct, granularity="kernel", scope="global")
-    else:
-        sched = switch_aware(pb, sw, sc.mechanism, sc.slack_pct, costs)
-    if sc.policy == "ideal":
-        t, e, n = sched.predicted["time_s"], sched.predicted["energy_j"], sched.switches
-    else:
-        r = simulate(pb.trace, pb.profile, sched, spec, cfg, path="fast")
-        t, e, n = r.time_s, r.energy_j, r.switches
+    r = evaluate_policy(pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct, SwitchCosts.for_gpu(spec))
     return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
-            "slack_pct": sc.slack_pct, "time_change_pct": 100 * (t / pb.auto_time_s - 1),
-            "energy_change_pct": 100 * (e / pb.auto_energy_j - 1), "switches": int(n)}
+            "slack_pct": sc.slack_pct, "time_change_pct": r.time_change_pct,
+            "energy_change_pct": r.energy_change_pct, "switches": r.switches}
 
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,

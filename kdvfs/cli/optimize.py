@@ -12,13 +12,18 @@ from kdvfs.errors import InputError
 __all__ = ["compare_rows", "print_table2", "register"]
 
 def cmd_optimize(a) -> int:
+    from kdvfs.gpus import get_gpu
     from kdvfs.optimize import optimize, switch_aware
     from kdvfs.schedule import save_schedule
+    from kdvfs.switching import SwitchCosts
 
     pb = problem(a)
     if a.switch_aware:
-        sw = switch_model(a, a.gpu or pb.profile.gpu)
-        s = switch_aware(pb, sw, a.mechanism, a.slack)
+        card = a.gpu or pb.profile.gpu
+        sw = switch_model(a, card)
+        if not card:
+            raise InputError("--switch-aware needs the card (its idle power prices the stalls): give --gpu NAME")
+        s = switch_aware(pb, sw, a.mechanism, a.slack, SwitchCosts.for_gpu(get_gpu(card)))
     else:
         s = optimize(pb, a.objective, a.slack, a.granularity, a.scope, a.solver)
     if a.output:
@@ -120,31 +125,20 @@ def cmd_reproduce(a) -> int:
     return 0
 
 
+COMPARE_ROWS = (("auto", "auto"), ("pass-level", "pass"), ("kernel ideal (free switching)", "ideal"),
+                ("kernel naive", "naive"), ("switch-aware", "switch-aware"))
+"""The rows of ``kdvfs compare``: label and policy."""
+
+
 def compare_rows(pb, spec, sw, mechanism: str, slack: float) -> list[dict]:
     """auto / pass-level / kernel ideal / kernel naive / switch-aware under one switch model (mean latencies)."""
-    import dataclasses
+    from simulator.evaluate import evaluate_policy
 
-    from kdvfs.optimize import allocate_schedule, switch_aware
-    from kdvfs.switching import SwitchCosts
-    from simulator import SimConfig, simulate
-
-    sw = dataclasses.replace(sw, spread=0.0)
-    costs = SwitchCosts(idle_power_w=spec.idle_power_w)
-    cfg = SimConfig(mechanism=mechanism, switch=sw, costs=costs)
-    auto = allocate_schedule(pb, "static", slack, auto=True)
-    pas = allocate_schedule(pb, "pass", slack)
-    ideal = allocate_schedule(pb, "kernel", slack)
-    aware = switch_aware(pb, sw, mechanism, slack, costs)
     rows = []
-    for name, s, free in (("auto", auto, False), ("pass-level", pas, False), ("kernel ideal (free switching)", ideal, True),
-                          ("kernel naive", ideal, False), ("switch-aware", aware, False)):
-        if free:
-            t, e, n = s.predicted["time_s"], s.predicted["energy_j"], s.switches
-        else:
-            r = simulate(pb.trace, pb.profile, s, spec, cfg, path="fast")
-            t, e, n = r.time_s, r.energy_j, r.switches
-        rows.append({"policy": name, "time_change_pct": 100 * (t / pb.auto_time_s - 1),
-                     "energy_change_pct": 100 * (e / pb.auto_energy_j - 1), "switches": n})
+    for label, policy in COMPARE_ROWS:
+        r = evaluate_policy(pb, spec, policy, sw, mechanism, slack)
+        rows.append({"policy": label, "time_change_pct": r.time_change_pct, "energy_change_pct": r.energy_change_pct,
+                     "switches": r.switches})
     return rows
 
 

@@ -7,14 +7,15 @@ import itertools
 import numpy as np
 
 from kdvfs.errors import InputError
+from kdvfs.modes import Granularity, Scope
 from kdvfs.optimize.knapsack import kernel_hulls, solve_fast, solve_local, solve_milp
 from kdvfs.optimize.problem import Allocation, Problem, check_objective
 from kdvfs.schedule import Schedule
 
 __all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule"]
 
-GRANULARITIES = ("static", "pass", "kernel")
-SCOPES = ("local", "global")
+GRANULARITIES = Granularity.values()
+SCOPES = Scope.values()
 _EXP = {"edp": 1, "ed2p": 2}
 
 
@@ -63,10 +64,8 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
              scope: str = "global", solver: str = "fast") -> Allocation:
     """The allocation for one objective/granularity/scope."""
     check_objective(objective)
-    if granularity not in GRANULARITIES:
-        raise InputError(f"granularity {granularity!r} is not one of {', '.join(GRANULARITIES)}")
-    if scope not in SCOPES:
-        raise InputError(f"scope {scope!r} is not one of {', '.join(SCOPES)}")
+    Granularity.parse(granularity)
+    Scope.parse(scope)
     if solver not in ("fast", "milp"):
         raise InputError(f"solver {solver!r} is not fast or milp")
     if objective == "waste":

@@ -7,14 +7,15 @@ from functools import cached_property
 
 import numpy as np
 
-from kdvfs.errors import InfeasibleError, InputError
+from kdvfs.errors import InfeasibleError
+from kdvfs.modes import Objective
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 from kdvfs.trace import Trace
 
 __all__ = ["Problem", "Allocation", "OBJECTIVES"]
 
-OBJECTIVES = ("waste", "edp", "ed2p", "energy")
+OBJECTIVES = Objective.values()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +157,6 @@ class Problem:
         return {}
 
 
-def check_objective(obj: str) -> str:
-    if obj not in OBJECTIVES:
-        raise InputError(f"objective {obj!r} is not one of {', '.join(OBJECTIVES)}")
-    return obj
+def check_objective(obj: str) -> Objective:
+    return Objective.parse(obj)
 

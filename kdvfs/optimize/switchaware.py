@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kdvfs.gpus import SwitchModel
+from kdvfs.errors import InputError
+from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import kernel_hulls
 from kdvfs.optimize.problem import Problem
@@ -24,7 +25,15 @@ __all__ = ["evaluate_with_switching", "switch_aware", "candidate_settings"]
 def evaluate_with_switching(pb: Problem, sched: Schedule, sw: SwitchModel, mechanism: str = "sync",
                             costs: SwitchCosts | None = None) -> dict:
     """Exact time/energy of a schedule on this problem's profile when each switch costs what ``sw`` says."""
-    return _evaluate_sidx(pb, pb.instance_setting_index(sched), sw, mechanism, costs or SwitchCosts())
+    return _evaluate_sidx(pb, pb.instance_setting_index(sched), sw, mechanism, costs or _card_costs(pb))
+
+
+def _card_costs(pb: Problem) -> SwitchCosts:
+    """Default mechanism overheads with the idle power of the profile's card (stalls draw the card's idle power)."""
+    if not pb.profile.gpu:
+        raise InputError(f"profile of trace {pb.trace.name!r} names no card, so the idle power of switch stalls is "
+                         "unknown; pass costs=SwitchCosts.for_gpu(get_gpu(NAME))")
+    return SwitchCosts.for_gpu(get_gpu(pb.profile.gpu))
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
@@ -201,7 +210,7 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
                  costs: SwitchCosts | None = None, iterations: int = 30) -> Schedule:
     """The least-energy schedule whose time, switches paid for, stays within ``(1 + slack) × auto``."""
     check_mechanism(mechanism)
-    costs = costs or SwitchCosts()
+    costs = costs or _card_costs(pb)
     budget = pb.budget(slack_pct)
     cand = candidate_settings(pb)
     results: list[tuple[float, float, np.ndarray, str, dict]] = []

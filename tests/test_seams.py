@@ -1,0 +1,65 @@
+"""Typed seams of issue 15: modes as enums checked once, one policy module and one evaluator, idle power from the card."""
+
+import dataclasses
+import json
+
+import pytest
+
+from kdvfs.errors import InputError
+from kdvfs.gpus import get_gpu
+from kdvfs.modes import Granularity, Mechanism, Objective, Policy, Scope
+from kdvfs.optimize import allocate, switch_aware
+from kdvfs.optimize.policies import policy_schedule
+from kdvfs.switching import SwitchCosts
+
+
+@pytest.mark.parametrize("enum", [Objective, Granularity, Scope, Mechanism, Policy])
+def test_modes_behave_as_their_strings(enum):
+    for m in enum:
+        assert m == m.value and str(m) == m.value and f"{m}" == m.value
+        assert json.loads(json.dumps({m: m})) == {m.value: m.value}
+        assert enum.parse(m.value) is m and enum.parse(m) is m
+    with pytest.raises(InputError, match=rf"{enum.__name__.lower()} 'nope' is not one of {', '.join(enum.values())}"):
+        enum.parse("nope")
+
+
+def test_bad_modes_are_refused_where_they_enter(spaan_problem):
+    with pytest.raises(InputError, match="granularity 'layer' is not one of static, pass, kernel"):
+        allocate(spaan_problem, "waste", 0.0, "layer")
+    with pytest.raises(InputError, match="mechanism 'async' is not one of sync, callback, predictive"):
+        switch_aware(spaan_problem, get_gpu("h200").switch, "async")
+
+
+def test_switch_aware_prices_stalls_at_the_cards_idle_power(spaan_problem):
+    pb = spaan_problem  # an RTX 3080 Ti profile: idle 76.8 W, not the generic 80 W
+    sw = dataclasses.replace(get_gpu("rtx3080ti").switch, spread=0.0)
+    card = SwitchCosts.for_gpu(get_gpu("rtx3080ti"))
+    assert card.idle_power_w == get_gpu("rtx3080ti").idle_power_w != SwitchCosts().idle_power_w
+    a = switch_aware(pb, sw, "sync", 1.0)
+    b = switch_aware(pb, sw, "sync", 1.0, card)
+    assert a.predicted == b.predicted and (a.core_mhz == b.core_mhz).all()
+
+
+def test_policies_share_their_schedules_and_naive_is_ideal(spaan_problem):
+    pb = spaan_problem
+    ideal = policy_schedule(pb, "ideal", 1.0)
+    assert policy_schedule(pb, Policy.NAIVE, 1.0) is ideal  # built once: no latency or mechanism in it
+    assert policy_schedule(pb, "ideal", 2.0) is not ideal
+    assert policy_schedule(pb, "auto", 0.0).switches == 0
+    with pytest.raises(TypeError, match="needs the switch model"):
+        policy_schedule(pb, "switch-aware", 1.0)
+
+
+def test_compare_and_whatif_are_one_evaluator(spaan_problem):
+    from kdvfs.cli.optimize import compare_rows
+    from simulator.whatif import Scenario, run_scenario
+
+    spec = get_gpu("rtx3080ti")
+    rows = compare_rows(spaan_problem, spec, spec.switch, "sync", 0.0)
+    labels = dict(zip(Policy.values(), rows))
+    for policy in Policy.values():
+        w = run_scenario("gpt3xl-llmc-rtx3080ti", "gpt3xl-llmc-rtx3080ti", "rtx3080ti",
+                         Scenario("rtx3080ti", None, "sync", policy, 0.0))
+        c = labels[policy]
+        assert (w["time_change_pct"], w["energy_change_pct"], w["switches"]) == (
+            c["time_change_pct"], c["energy_change_pct"], c["switches"]), policy
