@@ -66,7 +66,9 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     frac_k = np.minimum(1.0, tr / T)[:, :, None]  # (K, S_old, 1)
     trans_k = frac_k * (E[:, :, None] + lam * T[:, :, None]) + (1 - frac_k) * own_k[:, None, :] - own_k[:, None, :]
     trans_k[:, ar, ar] = np.inf  # staying is not a switch
-    trans_list, own_list = list(trans_k), list(own_k)  # indexing a list is cheaper than slicing an array, per step
+    # stored as (new, old): the minimum over old settings then runs along contiguous memory (twice as fast)
+    trans_list = list(np.ascontiguousarray(trans_k.transpose(0, 2, 1)))
+    own_list = list(own_k)  # indexing a list is cheaper than slicing an array, per step
     # back pointers: the instance before stayed at the same setting where `stayed`, else came from `from_prev`
     from_prev = np.zeros((n, S), dtype=np.int32)
     stayed = np.ones((n, S), dtype=bool)
@@ -76,9 +78,9 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     for i, k in enumerate(inst.tolist()):
         if i == 0:
             continue
-        np.add((val + stall_cost)[:, None], trans_list[k], out=sw_cost)
-        best_prev = sw_cost.argmin(axis=0)
-        best_sw = sw_cost[best_prev, ar]
+        np.add((val + stall_cost)[None, :], trans_list[k], out=sw_cost)
+        best_prev = sw_cost.argmin(axis=1)
+        best_sw = sw_cost[ar, best_prev]
         take_stay = val <= best_sw
         from_prev[i] = best_prev
         stayed[i] = take_stay
@@ -114,22 +116,23 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     from_switch = np.zeros((n, S), dtype=np.int16)
     from_cap = np.zeros((n, S), dtype=bool)
     idx = np.arange(S)
-    # per kernel: own_old − own_new for every (old, new) pair; the diagonal is excluded (staying is not a switch)
-    diff_k = own_all[:, :, None, None] - own_all[:, None, None, :]  # (K, S', 1, S)
-    not_self = np.zeros((S, 1, S))
-    not_self[idx, :, idx] = INF
-    cost = np.empty((S, A, S))
-    flat = cost.reshape(S * A, S)
+    # per kernel: own_old − own_new for every (new, old) pair; laid out (new, old, age) so that the minimum over
+    # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
+    diff_k = list(own_all[:, None, :, None] - own_all[:, :, None, None])  # K × (S, S', 1)
+    not_self = np.zeros((S, S, 1))
+    not_self[idx, idx] = INF
+    cost = np.empty((S, S, A))
+    flat = cost.reshape(S, S * A)
     for i, k in enumerate(inst.tolist()):
         if i == 0:
             continue
         # switching from (s', a') to s: val + frac·(own_old − own_new)
-        np.multiply(frac_all[i][:, :, None], diff_k[k], out=cost)
-        np.add(cost, val[:, :, None], out=cost)
+        np.multiply(frac_all[i][None, :, :], diff_k[k], out=cost)
+        np.add(cost, val[None, :, :], out=cost)
         np.add(cost, not_self, out=cost)
-        best = flat.argmin(axis=0)
+        best = flat.argmin(axis=1)
         new = np.empty((S, A))
-        new[:, 0] = flat[best, idx]  # switch: a fresh run of age 0
+        new[:, 0] = flat[idx, best]  # switch: a fresh run of age 0
         new[:, 1:A - 1] = val[:, :A - 2]  # stay: the age grows …
         cap, prev = val[:, A - 1], val[:, A - 2]
         better = cap < prev
