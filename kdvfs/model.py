@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kdvfs.arrays import frozen_array
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.trace import Trace
@@ -64,6 +65,13 @@ class KernelParams:
     um: np.ndarray
     source: str = "model"
     p0_w: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        # during construction only: the frozen value keeps read-only copies of the arrays it was given
+        for nm in ("t0_s", "tc_s", "tm_s", "uc", "um"):
+            object.__setattr__(self, nm, frozen_array(getattr(self, nm), float))
+        if self.p0_w is not None:
+            object.__setattr__(self, "p0_w", frozen_array(self.p0_w, float))
 
     def take(self, idx: np.ndarray) -> KernelParams:
         return KernelParams(tuple(self.keys[i] for i in idx), self.t0_s[idx], self.tc_s[idx], self.tm_s[idx],

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kdvfs.arrays import frozen_array
 from kdvfs.errors import FormatError, UnsupportedClockError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.model import KernelParams, evaluate
@@ -70,6 +71,10 @@ class Profile:
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # during construction only: the frozen value keeps read-only copies of the arrays it was given
+        object.__setattr__(self, "time_s", frozen_array(self.time_s, float))
+        object.__setattr__(self, "power_w", frozen_array(self.power_w, float))
+        object.__setattr__(self, "source", frozen_array(self.source))
         shape = (len(self.keys), len(self.settings))
         for nm in ("time_s", "power_w", "source"):
             if getattr(self, nm).shape != shape:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kdvfs.arrays import frozen_array
 from kdvfs.errors import FormatError
 from kdvfs.gpus import GpuSpec
 from kdvfs.profile import fmt_clock, parse_clock
@@ -66,6 +67,11 @@ class Schedule:
     bound_energy_j: float | None = None
     gap_pct: float | None = None
     switch_model: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # during construction only: the frozen value keeps read-only copies of the arrays it was given
+        object.__setattr__(self, "core_mhz", frozen_array(self.core_mhz, np.int64))
+        object.__setattr__(self, "mem_mhz", frozen_array(self.mem_mhz, np.int64))
 
     @property
     def n_instances(self) -> int:

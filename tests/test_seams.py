@@ -63,3 +63,25 @@ def test_compare_and_whatif_are_one_evaluator(spaan_problem):
         c = labels[policy]
         assert (w["time_change_pct"], w["energy_change_pct"], w["switches"]) == (
             c["time_change_pct"], c["energy_change_pct"], c["switches"]), policy
+
+
+def test_frozen_values_are_frozen_all_through(spaan_problem):
+    import numpy as np
+
+    from kdvfs.model import default_params
+    from kdvfs.schedule import Schedule
+
+    core = np.array([0, 1500, 1500])
+    s = Schedule("t", "rtx3080ti", core, [0, 9501, 9501])
+    core[1] = 1234  # the caller's array is not the schedule's
+    assert s.core_mhz.tolist() == [0, 1500, 1500] and s.mem_mhz.dtype == np.int64
+    with pytest.raises(ValueError):
+        s.core_mhz[0] = 1234
+    prof = spaan_problem.profile
+    for arr in (prof.time_s, prof.power_w, prof.source):
+        with pytest.raises(ValueError):
+            arr[0, 0] = arr[0, 1]
+    params = default_params(spaan_problem.trace, get_gpu("rtx3080ti"))
+    with pytest.raises(ValueError):
+        params.tc_s[0] = 1.0
+    assert prof.restrict(prof.settings[:3]).time_s.flags.writeable is False
