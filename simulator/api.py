@@ -51,7 +51,8 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     prof = profile.for_trace(trace)
     setting = prof.settings_index(schedule.core_mhz, schedule.mem_mhz)
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
-                  segment=trace.instance_segments(), names=[s.name for s in trace.segments])
+                  segment=trace.instance_segments(), names=[s.name for s in trace.segments],
+                  kernel_names=[k.name for k in trace.kernels])
 
 
 def _rep_index(trace: Trace) -> np.ndarray:

@@ -47,7 +47,8 @@ class SimConfig:
 
 @dataclass
 class GpuRun:
-    """Inputs of one GPU: per-instance kernel and requested setting, kernel × setting tables, segment ids."""
+    """Inputs of one GPU: per-instance kernel and requested setting, kernel × setting tables, segment ids and names,
+    and (for timelines) the kernels' names."""
 
     kernel: np.ndarray
     setting: np.ndarray
@@ -58,6 +59,7 @@ class GpuRun:
     unthrottled: tuple[np.ndarray, np.ndarray] | None = None
     power_scale: float = 1.0
     time_scale: np.ndarray | None = None  # per kernel × setting (stragglers, tensor-parallel split)
+    kernel_names: list[str] | None = None  # per kernel, labels the timeline's kernel events
 
 
 def _view(a: np.ndarray, dtype: type) -> memoryview:
@@ -99,7 +101,11 @@ class Controller:
             # issued early on a host thread: lands at the boundary plus its planned lateness, plus the error of
             # this draw against the mean latency; an early landing is clamped at the boundary
             err = (host + tr) - cfg.switch.total_s
-            gpu.land(new, self.env.now + self.planned_late.get(i, 0.0) + err)
+            late = self.planned_late.get(i, 0.0) + err
+            gpu.land(new, self.env.now + late)
+            if late > 0 and gpu.timeline is not None:
+                # the time lost: the kernels meanwhile run at the old setting
+                gpu.timeline.append(("switch lands late", gpu.gid, 1, self.env.now, late, {"setting": int(new)}))
             return
         stall = host + self._extra
         if cfg.switch.stall_while_relocking:
@@ -208,8 +214,9 @@ class Gpu:
         self.busy_s += env.now - start
         if self.timeline is not None:
             c = r.setting[i]
-            self.timeline.append((r.names[k] if k < len(r.names) else str(k), self.gid, 0, start, env.now - start,
-                                  {"setting": int(c), "segment": int(seg)}))
+            label = r.kernel_names[k] if r.kernel_names is not None else f"kernel {k}"
+            self.timeline.append((label, self.gid, 0, start, env.now - start,
+                                  {"setting": int(c), "segment": r.names[seg], "kernel": int(k)}))
 
     def process(self, ctl: Controller, hooks: dict | None = None):
         """Execute all instances; ``hooks`` maps an instance index to a generator run before it (collectives)."""

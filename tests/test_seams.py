@@ -85,3 +85,26 @@ def test_frozen_values_are_frozen_all_through(spaan_problem):
     with pytest.raises(ValueError):
         params.tc_s[0] = 1.0
     assert prof.restrict(prof.settings[:3]).time_s.flags.writeable is False
+
+
+def test_timeline_names_kernels_and_shows_late_predictive_switches(spaan_problem):
+    from kdvfs.optimize import optimize
+    from simulator import SimConfig, simulate
+    from simulator.api import build_run
+    from simulator.engine import planned_lateness
+
+    pb = spaan_problem
+    spec = get_gpu("rtx3080ti")
+    s = optimize(pb, "waste", 1.0)
+    sw = dataclasses.replace(get_gpu("h200").switch, spread=0.0)
+    r = simulate(pb.trace, pb.profile, s, spec, SimConfig("predictive", sw, SwitchCosts.for_gpu(spec), timeline=True))
+    kernels = [e for e in r.timeline if e[2] == 0]
+    names = [k.name for k in pb.trace.kernels]
+    first = [names[k] for k in pb.trace.instances()[:10]]
+    assert [e[0] for e in kernels[:10]] == first
+    assert kernels[0][5]["segment"] == pb.trace.segments[0].name
+    late = [e for e in r.timeline if e[0] == "switch lands late"]
+    planned = [v for v in planned_lateness(build_run(pb.trace, pb.profile, s, spec), sw).values() if v > 0]
+    assert late and len(late) == len(planned)
+    assert sum(e[4] for e in late) == pytest.approx(sum(planned), rel=1e-12)
+    assert r.switch_time_s > 0
