@@ -4,15 +4,18 @@
 - ``fastpath`` — vectorised evaluation of the single-GPU, no-spread case; agrees with the engine.
 - ``parallel`` — data and tensor parallelism with ring all-reduce collectives and per-GPU power spread.
 - ``timeline`` — Chrome trace (Perfetto) output.
+- ``evaluate`` — one policy under one switch model (``kdvfs compare``, ``whatif`` and the demo use it).
+- ``whatif`` — grids of scenarios through an executor.
 ``simulate`` picks the fast path where it applies, unless told otherwise.
 """
 
 from simulator.api import SimResult, build_run, scaling_report, simulate
 from simulator.engine import SimConfig
+from simulator.evaluate import PolicyResult, evaluate_policy
 from simulator.parallel import ParallelConfig, ring_allreduce_s
 from simulator.timeline import write_timeline
 
 __all__ = [
-    "ParallelConfig", "SimConfig", "SimResult", "build_run", "ring_allreduce_s", "scaling_report", "simulate",
-    "write_timeline",
+    "ParallelConfig", "PolicyResult", "SimConfig", "SimResult", "build_run", "evaluate_policy", "ring_allreduce_s",
+    "scaling_report", "simulate", "write_timeline",
 ]

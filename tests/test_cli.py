@@ -3,9 +3,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT, run_cli
 
 
+@pytest.mark.slow
 def test_demo_from_an_unrelated_directory(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-m", "kdvfs", "demo", "--executor", "local"], cwd=tmp_path, env=env,

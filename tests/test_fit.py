@@ -8,6 +8,7 @@ from kdvfs.gpus import get_gpu
 from kdvfs.synthetic import synthetic_sweep, write_sweep
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_crossval_three_points_meets_five_percent(tmp_path, seed):
     """Older-GPU-like sweeps: ~10 core clocks, memory fixed, 1 % time and 2 % power noise, throttling at the top;
@@ -62,6 +63,7 @@ def test_bad_sweeps(tmp_path, capsys):
         crossval(read_sweep(p), 3)
 
 
+@pytest.mark.slow
 def test_crossval_cli_json(tmp_path, capsys):
     import json
 

@@ -119,6 +119,7 @@ def test_interrupted_sweep_resumes_without_loss_or_doubles(tmp_path, spaan_trace
     assert len(done_rows(out)) == 138
 
 
+@pytest.mark.slow
 def test_sigterm_during_cli_sweep_restores_clocks_and_resumes(tmp_path):
     out, state = tmp_path / "s.csv", tmp_path / "state.json"
     cmd = [sys.executable, "-m", "kdvfs.cli", "sweep", "--backend", "fake", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu",
@@ -141,6 +142,7 @@ def test_sigterm_during_cli_sweep_restores_clocks_and_resumes(tmp_path):
     assert len(keys) == len(set(keys)) == 46 * 4
 
 
+@pytest.mark.slow
 def test_end_to_end_on_the_fake_sweep_fit_optimize_validate(tmp_path, spaan_trace):
     from kdvfs.fit import fit_profile, read_sweep
     from kdvfs.optimize import Problem, optimize

@@ -39,6 +39,7 @@ def test_local_pool_matches_serial():
     assert a == b
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_matches_local():
     pytest.importorskip("ray")

@@ -5,14 +5,16 @@
 - ``granularity`` — objectives (waste, EDP, ED²P, energy) × granularities (static, pass, kernel) × scopes.
 - ``switchaware`` — joint choice of clocks and switch points under a switch-latency model (dynamic programming).
 - ``frontier`` — the time–energy curve over a range of tolerated slowdowns.
+- ``policies`` — the schedule of each policy a comparison runs (auto, pass, ideal, naive, switch-aware).
 """
 
 from kdvfs.optimize.frontier import frontier
 from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, allocate, allocate_schedule, optimize
+from kdvfs.optimize.policies import policy_schedule
 from kdvfs.optimize.problem import OBJECTIVES, Allocation, Problem
 from kdvfs.optimize.switchaware import evaluate_with_switching, switch_aware
 
 __all__ = [
     "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "allocate", "allocate_schedule",
-    "evaluate_with_switching", "frontier", "optimize", "switch_aware",
+    "evaluate_with_switching", "frontier", "optimize", "policy_schedule", "switch_aware",
 ]
