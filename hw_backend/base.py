@@ -6,8 +6,13 @@ import atexit
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import FrameType
+from typing import Any, Protocol, runtime_checkable
+
+_SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+"""What ``signal.getsignal`` returns: a handler, SIG_DFL/SIG_IGN, or None (installed outside Python)."""
 
 __all__ = ["Capabilities", "ClockGuard", "GpuBackend"]
 
@@ -69,7 +74,7 @@ class ClockGuard:
     def __init__(self, backend: GpuBackend) -> None:
         self.backend = backend
         self.changed = False
-        self._old: dict[int, object] = {}
+        self._old: dict[int, _SignalHandler] = {}
         self._lock = threading.Lock()
 
     def set(self, core_mhz: int, mem_mhz: int) -> None:
@@ -107,6 +112,6 @@ class ClockGuard:
             self.restore()
         finally:
             for s, h in self._old.items():
-                signal.signal(s, h)
+                signal.signal(s, h)  # what getsignal returned before: a handler, SIG_DFL/SIG_IGN or None
             self._old.clear()
             atexit.unregister(self.restore)

@@ -58,7 +58,8 @@ class NvmlBackend:
         self.nvml = nvml if nvml is not None else load_pynvml()
         self.observe_only = observe_only
         # how to wait for a clock change to land: real time, or the fake's simulated idle time
-        self.sleep = sleep or (getattr(self.nvml, "idle", None) if getattr(self.nvml, "is_fake", False) else time.sleep)
+        fake_idle = getattr(self.nvml, "idle", None) if getattr(self.nvml, "is_fake", False) else None
+        self.sleep: Callable[[float], None] = sleep or fake_idle or time.sleep
         self.settle_s = settle_s
         self._call(self.nvml.nvmlInit, what="initialise NVML")
         count = self._call(self.nvml.nvmlDeviceGetCount, what="count GPUs")

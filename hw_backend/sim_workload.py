@@ -66,8 +66,9 @@ def stages_of(trace: Trace) -> list[str]:
     with the stage before them; a kernel no stage launched at all means the trace was not recorded by kdvfs."""
     out: list[str] = []
     for key, k in zip(trace.kernel_keys, trace.kernels):
-        if (k.op or "").startswith("stage:"):
-            out.append(k.op[6:])
+        op = k.op or ""
+        if op.startswith("stage:"):
+            out.append(op[6:])
         elif out and any((kk.op or "").startswith("stage:") for kk in trace.kernels):
             out.append(out[-1])
         else:

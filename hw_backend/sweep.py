@@ -53,8 +53,8 @@ def parse_settings(text: str, spec: GpuSpec) -> list[tuple[int, int]]:
         return out
     out = []
     for part in text.split(","):
-        c, _, m = part.strip().partition(":")
-        st = (parse_clock(c, "core"), parse_clock(m or "auto", "mem"))
+        core_txt, _, mem_txt = part.strip().partition(":")
+        st = (parse_clock(core_txt, "core"), parse_clock(mem_txt or "auto", "mem"))
         spec.check_setting(*st)
         out.append(st)
     if not out:
@@ -192,7 +192,7 @@ def sparse_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int
                 for cc, mm in [(p.core_mhz, p.mem_mhz)]}
         only: dict[str, list[tuple[int, int]]] = {}
         for u, cnt in zip(units, alloc.counts):
-            s = max(cnt, key=cnt.get)
+            s = max(cnt, key=cnt.__getitem__)
             st = settings[s]
             if (u.keys[0], st[0], st[1]) not in done:
                 only[u.name] = [st]

@@ -10,6 +10,7 @@ Both are repeated; the spread is reported; the simulator's prediction for the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 
 import numpy as np
@@ -47,7 +48,7 @@ def _isolated(backend, workload, trace: Trace, sched: Schedule, guard: ClockGuar
                 continue
             est = max(workload.unit_time_estimate_s(u), 1e-6)
             b = max(1, int(0.02 / est))
-            w = measure_window(lambda u=u, b=b: workload.run_unit(u, b), workload.sync, backend, window_s=window_s,
+            w = measure_window(functools.partial(workload.run_unit, u, b), workload.sync, backend, window_s=window_s,
                                warmup_s=warmup_s, min_steps=min_steps, clock=workload.clock)
             per_t, per_e = w.time_s / w.iterations / b, w.energy_j / w.iterations / b
             for cnt, share in zip(n, u.shares):

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kdvfs.errors import InputError, NoGpuError
 
@@ -132,9 +133,10 @@ class BlockWorkload:
         with self._autocast():
             order = [("ln1", lambda o: (x0,)), ("qkv", None), ("attn", None), ("proj", None), ("res1", None),
                      ("ln2", None), ("fc1", None), ("gelu", None), ("fc2", None), ("res2", None)]
-            prev = None
-            outs = {}
+            prev: Any = None  # the previous stage's output tensor
+            outs: dict[str, Any] = {}
             for name, _ in order:
+                args: tuple[Any, ...]
                 if name == "ln1":
                     args = (x0,)
                 elif name == "res1":

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -30,6 +31,11 @@ log = logging.getLogger(__name__)
 
 STUDY_CORES = (210, 420, 630, 840, 1050, 1260, 1470, 1680, 1890, 2100, AUTO)
 STUDY_MEMS = (405, 810, 5001, 9251, 9501, AUTO)
+
+
+def _five(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows t0, tc, tm, uc, um of a (5, kernels) array of model parameters."""
+    return a[0], a[1], a[2], a[3], a[4]
 
 
 def study_settings() -> list[tuple[int, int]]:
@@ -238,7 +244,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         else:
             spec = spec_fixed
             xk = x.reshape(-1, 5)
-            p = KernelParams(tuple(keys[i] for i in sub), *(np.exp(xk[:, j]) for j in range(5)), "fitted")
+            p = KernelParams(tuple(keys[i] for i in sub), *_five(np.exp(xk.T)), "fitted")
         rws = rows if sub is None else [rows[i] for i in sub]
         tg = tgt if sub is None else {k: v[sub] for k, v in tgt.items()}
         pr = _predict(spec, p, rws, emin_time=sub is None and emin_time_weight > 0)
@@ -343,7 +349,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
                     if cand[0] > best[0]:
                         best = cand
         xk_all[i] = best[1]
-    p = KernelParams(keys, *(np.exp(xk_all[:, j]) for j in range(5)), "fitted")
+    p = KernelParams(keys, *_five(np.exp(xk_all.T)), "fitted")
     return CalibrationResult(spec=spec, params=p, rows=rows, cost=float(res.cost))
 
 
@@ -357,7 +363,7 @@ def _name_groups(rows: list[dict]) -> dict[str, list[int]]:
 
 def _score(spec: GpuSpec, xk: np.ndarray, key: str, row: dict, dev=None) -> tuple:
     """How well one kernel meets the targets: (all-kernel targets met, best-setting target met, −total error)."""
-    p = KernelParams((key,), *(np.exp(xk[j:j + 1]) for j in range(5)), "fitted")
+    p = KernelParams((key,), *_five(np.exp(xk[:, None])), "fitted")
     pr = {k: float(v[0]) for k, v in _predict(spec, p, [row]).items()}
     e_auto = max(abs(pr["t_auto"] / row["t_auto"] - 1), abs(pr["e_auto"] / row["e_auto"] - 1)) / 0.01
     e_best = max(abs(pr["dt_best"] - row["dt_best"]) / 1.0, abs(pr["de_best"] - row["de_best"]) / 2.0)
@@ -417,7 +423,8 @@ def fitted_profile(trace, card: dict, params_rows: list[dict], base: GpuSpec = R
     as ``KernelParams.as_rows()`` gives them (e.g. one entry of validation/rtx3080ti-calibration/variants.json)."""
     from kdvfs.profile import build_profile
 
-    spec = replace(base, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in card.items()})
+    fields: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in card.items()}
+    spec = replace(base, **fields)
     return build_profile(trace, spec, params_from_rows(params_rows), source="fitted")
 
 

@@ -127,7 +127,8 @@ def _fit_one(spec: GpuSpec, key: str, pts: tuple[SweepPoint, ...], with_offset: 
 
     def unpack(x):
         p0 = np.array([x[5]]) if with_offset else None
-        return KernelParams((key,), *(np.exp(x[j:j + 1]) for j in range(5)), "fitted", p0)
+        t0, tc, tm, uc, um = (np.exp(x[j:j + 1]) for j in range(5))
+        return KernelParams((key,), t0, tc, tm, uc, um, "fitted", p0)
 
     def resid(x):
         p = unpack(x)
@@ -144,13 +145,11 @@ def _fit_one(spec: GpuSpec, key: str, pts: tuple[SweepPoint, ...], with_offset: 
     x0 = [math.log(0.01 * tmin), math.log(0.7 * tmin), math.log(0.3 * tmin), math.log(0.8), 0.0]
     if with_offset:
         x0.append(0.3 * float(pw.min()))
-    best = None
+    fits = []
     for uc0 in (0.3, 1.0):
         x0[3] = math.log(uc0)
-        r = least_squares(resid, np.array(x0), method="trf", max_nfev=300)
-        if best is None or r.cost < best.cost:
-            best = r
-    return unpack(best.x)
+        fits.append(least_squares(resid, np.array(x0), method="trf", max_nfev=300))
+    return unpack(min(fits, key=lambda r: r.cost).x)  # the first of equal costs, as before
 
 
 def _fit_all(spec: GpuSpec, sweep: Sweep, generic: bool) -> tuple[list[KernelParams], float]:
@@ -173,7 +172,7 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
     spec = spec or generic_spec(sweep)
     generic = spec.name == "generic"  # a card the catalog does not know: each kernel also gets a power offset
     if generic:
-        best = None
+        best: tuple[float, GpuSpec, list[KernelParams]] | None = None
         pmin = min(q.power_w for ps in sweep.points.values() for q in ps)
         for knee in (0.45, 0.6):
             for vmin in (0.7, 0.85):
@@ -183,6 +182,7 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
                     parts, cost = _fit_all(cand, sweep, False)
                     if best is None or cost < best[0]:
                         best = (cost, cand, parts)
+        assert best is not None  # the grid above is not empty
         _, spec, parts = best
     else:
         parts, _ = _fit_all(spec, sweep, False)

@@ -94,7 +94,7 @@ class GpuSpec:
     arch: str
     core_clocks_mhz: tuple[int, ...]
     mem_clocks_mhz: tuple[int, ...]
-    boost_core_mhz: int
+    boost_core_mhz: float  # a calibration fits it (1899.7 MHz is not a clock step, but it is the fitted value)
     power_limit_w: float
     cap_w: float
     idle_power_w: float

@@ -20,8 +20,11 @@ _M = TypeVar("_M", bound="_Mode")
 class _Mode(str, Enum):
     """A string-valued mode; ``str()`` and f-strings give the value (Python 3.11 would give ``Class.MEMBER``)."""
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str(self), format_spec)
 
     @classmethod
     def what(cls) -> str:

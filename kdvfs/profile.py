@@ -206,7 +206,7 @@ def load_profile(path: str | Path) -> Profile:
     for i, r in enumerate(rows, start=2):
         try:
             raw = (r["core_mhz"], r["mem_mhz"])
-            st = parsed.get(raw)  # type: ignore[arg-type]
+            st = parsed.get(raw)
             if st is None:
                 st = parsed[raw] = (parse_clock(raw[0], "core_mhz"), parse_clock(raw[1], "mem_mhz"))
             t, p = float(r["time_s"]), float(r["power_w"])

@@ -204,9 +204,10 @@ class Trace:
     @property
     def total_energy_j(self) -> float | None:
         """Energy of one iteration at the capture clocks, when every kernel carries one."""
-        if any(k.energy_j is None for k in self.kernels):
+        energies = [k.energy_j for k in self.kernels]
+        if any(e is None for e in energies):
             return None
-        return float(np.dot([k.energy_j for k in self.kernels], self.repeats))
+        return float(np.dot(np.array(energies, dtype=float), self.repeats))
 
     def kernel_index(self, key: str) -> int:
         try:
@@ -318,8 +319,9 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
                 raise FormatError(f"{kw}: missing duration 'time_s'; every kernel needs its measured time in seconds")
             extra = {f: kd.get(f) for f in _KERNEL_FIELDS[3:]}
             for f in ("grid", "block"):
-                if extra[f] is not None:
-                    extra[f] = tuple(int(x) for x in extra[f])
+                dims = extra[f]
+                if dims is not None:
+                    extra[f] = tuple(int(x) for x in dims)
             try:
                 kernels.append(Kernel(
                     name=str(_need(kd, "name", kw, str)), category=str(kd.get("category", "other")),

@@ -64,7 +64,8 @@ class GpuRun:
 
 def _view(a: np.ndarray, dtype: type) -> memoryview:
     """A read-only memoryview of ``a`` as a C-contiguous array of ``dtype`` (no copy where it already is one)."""
-    return memoryview(np.ascontiguousarray(a, dtype=dtype)).toreadonly()
+    arr: np.ndarray = np.ascontiguousarray(a, dtype=dtype)
+    return arr.data.toreadonly()
 
 
 def _eps(now: float) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def default_latencies(n: int = 13) -> list[float]:
     return [float(x) for x in np.logspace(np.log10(1e-7), np.log10(0.2), n)]
 
 
-def grid(gpus: list[str], latencies: list[float | None], mechanisms: list[str], policies: list[str],
+def grid(gpus: list[str], latencies: Sequence[float | None], mechanisms: list[str], policies: list[str],
          slacks: list[float]) -> list[Scenario]:
     for m in mechanisms:
         Mechanism.parse(m)

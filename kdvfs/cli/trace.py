@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from kdvfs.cli.common import load_trace, out
 from kdvfs.console import print_json, table
@@ -47,7 +48,7 @@ def cmd_trace_import(a) -> int:
         raise InputError(f"file {str(src)!r} does not exist; check the path")
     if src.suffix == ".csv":
         t = import_spaan_csv(src, name=a.name or "gpt3xl-llmc-rtx3080ti")
-        info = {"labelled": True, "assigned_time_share": 1.0}
+        info: dict[str, Any] = {"labelled": True, "assigned_time_share": 1.0}
     else:
         reps = {}
         for r in a.repeat or []:

@@ -49,7 +49,7 @@ def _edp_global(T: np.ndarray, E: np.ndarray, r: np.ndarray, n: int) -> list[dic
     """Minimise (Σ E)(Σ T)^n over per-item choices: the optimum lies on the aggregate convex frontier, which a sweep
     of the Lagrange multiplier traces; each multiplier's choice is evaluated and the best kept."""
     hulls = kernel_hulls(T, E)
-    best, best_c = np.inf, None
+    best, best_c = np.inf, [int(h[0]) for h in hulls]  # λ = 0 below always improves on this start
     for lam in np.concatenate([[0.0], np.logspace(-3, 6, 600)]):
         ch = [int(h[np.argmin(E[k, h] + lam * T[k, h])]) for k, h in enumerate(hulls)]
         t = float(sum(r[k] * T[k, s] for k, s in enumerate(ch)))
@@ -94,14 +94,15 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
         if scope == "local" or len(groups) == 1:
             return _expand(pb, groups, [int(np.argmin(GE[g] * GT[g] ** n)) for g in range(len(groups))], f"{scope} {objective}")
         if len(groups) <= 3:  # exhaustive over combinations
-            best, bc = np.inf, None
+            best, bc = np.inf, tuple(0 for _ in groups)  # replaced by the first combination: every product < inf
             for combo in itertools.product(range(GT.shape[1]), repeat=len(groups)):
                 t = sum(GT[g, s] for g, s in enumerate(combo))
                 e = sum(GE[g, s] for g, s in enumerate(combo))
                 if e * t ** n < best:
                     best, bc = e * t ** n, combo
             return _expand(pb, groups, list(bc), f"global {objective} (exhaustive)")
-        return _expand(pb, groups, [max(c, key=c.get) for c in _edp_global(GT, GE, ones, n)], f"global {objective}")
+        return _expand(pb, groups, [max(c, key=c.__getitem__) for c in _edp_global(GT, GE, ones, n)],
+                       f"global {objective}")
     if scope == "local" or len(groups) == 1:
         bound = GT[:, pb.auto] * (1 + slack_pct / 100.0)
         a = solve_local(GT, GE, ones, bound)

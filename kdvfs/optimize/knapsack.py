@@ -230,7 +230,7 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
         if bound is None:  # the first solve's bound is the one for the problem as posed
             b = getattr(res, "mip_dual_bound", None)
             bound = float(b) if b is not None and np.isfinite(b) else float(res.fun)
-        counts = [dict() for _ in range(K)]
+        counts: list[dict[int, int]] = [dict() for _ in range(K)]
         for j, (k, s) in enumerate(var):
             v = int(round(res.x[j]))
             if v:

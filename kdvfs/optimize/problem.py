@@ -105,8 +105,8 @@ class Problem:
         K = len(self.r)
         seqs = []
         for cnt in alloc.counts:
-            order = sorted(cnt, key=lambda s: -cnt[s])
-            seqs.append(np.repeat(np.array(order, dtype=np.int64), [cnt[s] for s in order]))
+            by_count = sorted(cnt, key=lambda s: -cnt[s])
+            seqs.append(np.repeat(np.array(by_count, dtype=np.int64), [cnt[s] for s in by_count]))
         lengths = np.array([len(q) for q in seqs], dtype=np.int64)
         flat = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
         offset = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if K else np.zeros(0, dtype=np.int64)
