@@ -119,17 +119,19 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     # per kernel: own_old − own_new for every (new, old) pair; laid out (new, old, age) so that the minimum over
     # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
     diff_k = list(own_all[:, None, :, None] - own_all[:, :, None, None])  # K × (S, S', 1)
-    not_self = np.zeros((S, S, 1))
-    not_self[idx, idx] = INF
+    own_col = list(own_all[:, :, None])  # K × (S, 1)
+    frac_l = list(frac_all[:, None])  # n × (1, S', A): list indexing is cheaper than array slicing, per step
+    self_flat = ((idx * S + idx)[:, None] * A + np.arange(A)[None, :]).ravel()  # the (s, s, ·) entries
     cost = np.empty((S, S, A))
     flat = cost.reshape(S, S * A)
+    line = cost.reshape(-1)
     for i, k in enumerate(inst.tolist()):
         if i == 0:
             continue
         # switching from (s', a') to s: val + frac·(own_old − own_new)
-        np.multiply(frac_all[i][None, :, :], diff_k[k], out=cost)
-        np.add(cost, val[None, :, :], out=cost)
-        np.add(cost, not_self, out=cost)
+        np.multiply(frac_l[i], diff_k[k], out=cost)
+        np.add(cost, val[None], out=cost)
+        line[self_flat] = INF
         best = flat.argmin(axis=1)
         new = np.empty((S, A))
         new[:, 0] = flat[idx, best]  # switch: a fresh run of age 0
@@ -137,7 +139,8 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         cap, prev = val[:, A - 1], val[:, A - 2]
         better = cap < prev
         new[:, A - 1] = np.where(better, cap, prev)  # … up to the cap
-        val = new + own_all[k][:, None]
+        new += own_col[k]
+        val = new
         from_switch[i] = best
         from_cap[i] = better
     seq = np.empty(n, dtype=np.int64)
