@@ -52,7 +52,10 @@ class GpuBackend(Protocol):
 
     def capabilities(self) -> Capabilities: ...
 
-    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int) -> None: ...
+    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None:
+        """Lock the clocks (0 = leave that clock to the driver); ``verify`` reads them back until they hold, which live
+        switching skips (the next kernels run while the clocks relock)."""
+        ...
 
     def reset_clocks(self) -> None: ...
 
@@ -68,18 +71,26 @@ class ClockGuard:
 
     Normal exit, exceptions, SIGINT and SIGTERM (the handlers reset, then behave as before: KeyboardInterrupt or
     exit status 128 + signal), and interpreter exit (atexit) all call ``backend.reset_clocks()`` once, if anything was
-    changed through ``set``.
+    changed through ``set``. A second signal arriving while a restore runs restores again in its handler (the lock is
+    re-entrant: a plain lock deadlocked there) and then ends the process as the first would have.
     """
 
     def __init__(self, backend: GpuBackend) -> None:
         self.backend = backend
         self.changed = False
         self._old: dict[int, _SignalHandler] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
-    def set(self, core_mhz: int, mem_mhz: int) -> None:
+    def set(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None:
+        """Lock the clocks through the backend; from here on the guard restores them."""
         self.changed = True
-        self.backend.set_clocks_mhz(core_mhz, mem_mhz)
+        self.backend.set_clocks_mhz(core_mhz, mem_mhz, verify)
+
+    def reset(self) -> None:
+        """Return the clocks to the driver's defaults now, through the guard (nothing is left to restore)."""
+        with self._lock:
+            self.backend.reset_clocks()
+            self.changed = False
 
     def restore(self) -> None:
         with self._lock:

@@ -24,7 +24,7 @@ from kdvfs.errors import (
     UnsupportedClockError,
 )
 
-__all__ = ["NvmlBackend", "load_pynvml"]
+__all__ = ["NvmlBackend", "clock_step_mhz", "load_pynvml"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,12 @@ def load_pynvml():
     except ImportError:
         raise NoGpuError("nvidia-ml-py is not installed: `pip install nvidia-ml-py`") from None
     return pynvml
+
+
+def clock_step_mhz(clocks: tuple[int, ...] | list[int]) -> int:
+    """The smallest spacing of a card's supported clocks (MHz); 0 for a single clock."""
+    c = sorted(set(int(x) for x in clocks))
+    return min((b - a for a, b in zip(c, c[1:])), default=0)
 
 
 class NvmlBackend:
@@ -178,10 +184,13 @@ class NvmlBackend:
         # read back: the new clocks land after the switch latency; poll until they hold
         if not verify:
             return
+        # the driver may report the clock one step above the lock (the read-back rounds to its own bins): the tolerance
+        # is this card's core clock step at that memory clock (15 MHz on the RTX 3080 Ti), not a fixed number
+        tol = clock_step_mhz(cores)
         waited = 0.0
         while True:
             core_now, mem_now = self.clocks_mhz()
-            if (not core_mhz or core_now <= core_mhz + 15) and (not mem_mhz or mem_now == mem_mhz):
+            if (not core_mhz or core_now <= core_mhz + tol) and (not mem_mhz or mem_now == mem_mhz):
                 break
             if waited >= self.settle_s:
                 raise HardwareError(

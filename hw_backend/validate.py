@@ -72,10 +72,9 @@ def _live(backend, workload, trace: Trace, sched: Schedule, guard: ClockGuard | 
             if noop_writes or guard is None:
                 return
             if st == (AUTO, AUTO):
-                backend.reset_clocks()
+                guard.reset()
             else:
-                backend.set_clocks_mhz(*st, verify=False)
-            guard.changed = True
+                guard.set(*st, verify=False)
 
     if guard is not None and not noop_writes:
         st0 = setting[0]

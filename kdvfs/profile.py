@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kdvfs.arrays import frozen_array
+from kdvfs.arrays import frozen_array, unique_pairs
 from kdvfs.errors import FormatError, UnsupportedClockError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.model import KernelParams, evaluate
@@ -104,12 +104,12 @@ class Profile:
     def settings_index(self, core_mhz: np.ndarray, mem_mhz: np.ndarray) -> np.ndarray:
         """``setting_index`` of many (core, memory) pairs at once (each distinct pair looked up once), as int64."""
         core = np.asarray(core_mhz, dtype=np.int64)
-        mem = np.asarray(mem_mhz, dtype=np.int64)
-        if core.size == 0:
-            return np.zeros(core.shape, dtype=np.int64)
-        pairs, inverse = np.unique(np.stack([core.ravel(), mem.ravel()], axis=1), axis=0, return_inverse=True)
-        idx = np.array([self.setting_index(c, m) for c, m in pairs.tolist()], dtype=np.int64)
-        return idx[inverse.ravel()].reshape(core.shape)
+        pairs, inverse = unique_pairs(core, mem_mhz)
+        return self.pairs_index(pairs)[inverse].reshape(core.shape)
+
+    def pairs_index(self, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+        """``setting_index`` of each (core, memory) pair, as int64."""
+        return np.array([self.setting_index(c, m) for c, m in pairs], dtype=np.int64)
 
     @property
     def auto_index(self) -> int:
@@ -123,6 +123,8 @@ class Profile:
 
     def for_trace(self, trace: Trace) -> Profile:
         """Rows reordered to the trace's kernels; a clear error naming the missing kernels if any."""
+        if self.keys == trace.kernel_keys:
+            return self
         pos = {k: i for i, k in enumerate(self.keys)}
         missing = [k for k in trace.kernel_keys if k not in pos]
         if missing:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kdvfs.arrays import frozen_array
+from kdvfs.arrays import frozen_array, unique_pairs
 from kdvfs.errors import FormatError
 from kdvfs.gpus import GpuSpec
 from kdvfs.profile import fmt_clock, parse_clock
@@ -67,11 +67,19 @@ class Schedule:
     bound_energy_j: float | None = None
     gap_pct: float | None = None
     switch_model: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # during construction only: the frozen value keeps read-only copies of the arrays it was given
         object.__setattr__(self, "core_mhz", frozen_array(self.core_mhz, np.int64))
         object.__setattr__(self, "mem_mhz", frozen_array(self.mem_mhz, np.int64))
+
+    def setting_pairs(self) -> tuple[list[tuple[int, int]], np.ndarray]:
+        """The distinct (core, memory) settings in sorted order and each instance's index into them (memoised: the
+        clocks are read-only)."""
+        if "pairs" not in self._cache:
+            self._cache["pairs"] = unique_pairs(self.core_mhz, self.mem_mhz)
+        return self._cache["pairs"]
 
     @property
     def n_instances(self) -> int:
@@ -94,8 +102,7 @@ class Schedule:
         if spec is not None:
             if self.gpu and self.gpu != spec.name:
                 raise FormatError(f"schedule was made for GPU {self.gpu!r}, not {spec.name!r}; optimise for {spec.name}")
-            pairs = np.unique(np.stack([np.asarray(self.core_mhz), np.asarray(self.mem_mhz)], axis=1), axis=0)
-            for c, m in pairs.tolist():  # each distinct setting once, in sorted order
+            for c, m in self.setting_pairs()[0]:  # each distinct setting once, in sorted order
                 spec.check_setting(c, m)
 
     def to_dict(self) -> dict[str, Any]:

@@ -154,7 +154,9 @@ class Trace:
     @property
     def kernels(self) -> tuple[Kernel, ...]:
         """Distinct kernels (each segment's kernels once), in segment order."""
-        return tuple(k for s in self.segments for k in s.kernels)
+        if "kernels" not in self._cache:
+            self._cache["kernels"] = tuple(k for s in self.segments for k in s.kernels)
+        return self._cache["kernels"]
 
     @property
     def kernel_keys(self) -> tuple[str, ...]:
@@ -189,7 +191,11 @@ class Trace:
 
     def instance_segments(self) -> np.ndarray:
         """Segment index of every executed instance."""
-        return self.kernel_segment[self.instances()]
+        if "inst_seg" not in self._cache:
+            arr = self.kernel_segment[self.instances()]
+            arr.setflags(write=False)
+            self._cache["inst_seg"] = arr
+        return self._cache["inst_seg"]
 
     @property
     def times_s(self) -> np.ndarray:

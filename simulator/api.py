@@ -49,7 +49,8 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     """Per-instance arrays for the engine and the fast path; checks the schedule against trace, card and profile."""
     schedule.check_for(trace, spec)
     prof = profile.for_trace(trace)
-    setting = prof.settings_index(schedule.core_mhz, schedule.mem_mhz)
+    pairs, inverse = schedule.setting_pairs()
+    setting = prof.pairs_index(pairs)[inverse]
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
                   segment=trace.instance_segments(), names=[s.name for s in trace.segments],
                   kernel_names=[k.name for k in trace.kernels])

@@ -108,3 +108,39 @@ def test_timeline_names_kernels_and_shows_late_predictive_switches(spaan_problem
     assert late and len(late) == len(planned)
     assert sum(e[4] for e in late) == pytest.approx(sum(planned), rel=1e-12)
     assert r.switch_time_s > 0
+
+
+def test_clock_guard_survives_a_second_signal_during_restore():
+    from hw_backend.base import ClockGuard
+
+    class Backend:
+        name = "b"
+
+        def __init__(self):
+            self.resets = 0
+
+        def set_clocks_mhz(self, core_mhz, mem_mhz, verify=True):
+            self.verify = verify
+
+        def reset_clocks(self):
+            self.resets += 1
+            if self.resets == 1:
+                guard.restore()  # what a second SIGINT's handler does while the first restore runs
+
+    be = Backend()
+    guard = ClockGuard(be)
+    guard.set(1050, 9501, verify=False)
+    assert be.verify is False and guard.changed
+    guard.restore()  # a plain (non-re-entrant) lock deadlocked here
+    assert be.resets == 2 and not guard.changed
+    guard.set(1050, 9501)
+    guard.reset()
+    assert be.resets == 3 and not guard.changed and be.verify is True
+
+
+def test_read_back_tolerance_is_the_cards_clock_step():
+    from hw_backend.nvml import clock_step_mhz
+
+    assert clock_step_mhz(get_gpu("rtx3080ti").core_clocks_mhz) == 15
+    assert clock_step_mhz((1980, 1965, 1995, 1995)) == 15
+    assert clock_step_mhz((405,)) == 0

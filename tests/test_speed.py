@@ -175,3 +175,18 @@ def test_fast_solver_within_a_hundredth_of_a_percent_of_the_milp(spaan_problem):
         _, em = pb.evaluate(solve_milp(pb.T, pb.E, pb.r, budget))
         assert tf <= budget * (1 + 1e-12)
         assert ef <= em * (1 + 1e-4), f"slack {slack} %: fast {ef} J vs MILP {em} J"
+
+
+def test_unique_pairs_is_numpy_unique_over_rows():
+    from kdvfs.arrays import unique_pairs
+
+    rng = np.random.default_rng(5)
+    for a, b in ((rng.integers(0, 4, 500), rng.integers(0, 3, 500)),  # many short runs
+                 (np.repeat([5, 0, 5, 2], 50), np.repeat([1, 0, 1, 9], 50)),  # few long runs, a pair recurring
+                 (np.array([-1, 3, -1]), np.array([2**40, 0, 2**40]))):  # outside the packed range
+        pairs, inv = unique_pairs(a, b)
+        ref, ref_inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+        assert pairs == [tuple(p) for p in ref.tolist()]
+        assert np.array_equal(inv, ref_inv.ravel())
+    pairs, inv = unique_pairs([], [])
+    assert pairs == [] and len(inv) == 0

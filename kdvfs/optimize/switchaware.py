@@ -37,13 +37,19 @@ def _card_costs(pb: Problem) -> SwitchCosts:
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
-    """Settings worth considering: auto plus each kernel's hull points, most used first."""
+    """Settings worth considering: auto plus each kernel's hull points, most used first (memoised on the problem)."""
+    return pb.memo(("candidate-settings", limit), lambda: _candidate_settings(pb, limit))
+
+
+def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
     votes: dict[int, float] = {pb.auto: np.inf}
     for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
         for s in hull:
             votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
     order = sorted(votes, key=lambda s: -votes[s])
-    return np.array(order[:limit], dtype=np.int64)
+    out = np.array(order[:limit], dtype=np.int64)
+    out.setflags(write=False)
+    return out
 
 
 def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str, costs: SwitchCosts) -> np.ndarray:
