@@ -1,13 +1,16 @@
-"""Objectives × granularities × scopes, each a small function returning an ``Allocation``; ``optimize`` dispatches."""
+"""Objectives × granularities × scopes: one small strategy per objective for the kernel-level problem and one for the
+grouped problem (static, pass), each returning an ``Allocation``; ``allocate`` checks the modes once and dispatches."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from kdvfs.errors import InputError
-from kdvfs.modes import Granularity, Scope
+from kdvfs.modes import Granularity, Objective, Scope
 from kdvfs.optimize.knapsack import kernel_hulls, solve_fast, solve_local, solve_milp
 from kdvfs.optimize.problem import Allocation, Problem, check_objective
 from kdvfs.schedule import Schedule
@@ -60,55 +63,107 @@ def _edp_global(T: np.ndarray, E: np.ndarray, r: np.ndarray, n: int) -> list[dic
     return [{s: int(r[k])} for k, s in enumerate(best_c)]
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """One allocation request, checked: the problem and what is asked of it.
+
+    Attributes:
+        pb: the problem.
+        objective, granularity, scope: the parsed modes.
+        slack_pct: tolerated slowdown (waste objective).
+        solver: ``fast`` or ``milp`` (kernel-level global waste only).
+    """
+
+    pb: Problem
+    objective: Objective
+    granularity: Granularity
+    scope: Scope
+    slack_pct: float
+    solver: str
+
+    @property
+    def exponent(self) -> int:
+        return _EXP[self.objective.value]
+
+
+# kernel-level strategies: each kernel's instances choose freely ------------------------------------------------------
+def _kernel_energy(q: _Request) -> Allocation:
+    E, r = q.pb.E, q.pb.r
+    return Allocation(tuple({int(np.argmin(E[k])): int(r[k])} for k in range(len(r))), "min energy")
+
+
+def _kernel_edp(q: _Request) -> Allocation:
+    T, E, r, n = q.pb.T, q.pb.E, q.pb.r, q.exponent
+    if q.scope is Scope.LOCAL:
+        return Allocation(tuple({int(np.argmin(E[k] * T[k] ** n)): int(r[k])} for k in range(len(r))),
+                          f"local {q.objective}")
+    return Allocation(tuple(_edp_global(T, E, r, n)), f"global {q.objective} (Lagrange sweep)")
+
+
+def _kernel_waste(q: _Request) -> Allocation:
+    pb = q.pb
+    if q.scope is Scope.LOCAL:
+        return solve_local(pb.T, pb.E, pb.r, pb.T[:, pb.auto] * (1 + q.slack_pct / 100.0))
+    budget = pb.budget(q.slack_pct)
+    return solve_milp(pb.T, pb.E, pb.r, budget) if q.solver == "milp" else solve_fast(pb.T, pb.E, pb.r, budget)
+
+
+# grouped strategies (static, pass): the kernels of a group share one setting -------------------------------------------
+def _group_energy(q: _Request, groups: list[np.ndarray], GT: np.ndarray, GE: np.ndarray) -> Allocation:
+    return _expand(q.pb, groups, [int(np.argmin(GE[g])) for g in range(len(groups))], "min energy")
+
+
+def _group_edp(q: _Request, groups: list[np.ndarray], GT: np.ndarray, GE: np.ndarray) -> Allocation:
+    n, pb = q.exponent, q.pb
+    if q.scope is Scope.LOCAL or len(groups) == 1:
+        return _expand(pb, groups, [int(np.argmin(GE[g] * GT[g] ** n)) for g in range(len(groups))],
+                       f"{q.scope} {q.objective}")
+    if len(groups) <= 3:  # exhaustive over combinations
+        best, bc = np.inf, tuple(0 for _ in groups)  # replaced by the first combination: every product < inf
+        for combo in itertools.product(range(GT.shape[1]), repeat=len(groups)):
+            t = sum(GT[g, s] for g, s in enumerate(combo))
+            e = sum(GE[g, s] for g, s in enumerate(combo))
+            if e * t ** n < best:
+                best, bc = e * t ** n, combo
+        return _expand(pb, groups, list(bc), f"global {q.objective} (exhaustive)")
+    ones = np.ones(len(groups), dtype=np.int64)
+    return _expand(pb, groups, [max(c, key=c.__getitem__) for c in _edp_global(GT, GE, ones, n)],
+                   f"global {q.objective}")
+
+
+def _group_waste(q: _Request, groups: list[np.ndarray], GT: np.ndarray, GE: np.ndarray) -> Allocation:
+    pb, ones = q.pb, np.ones(len(groups), dtype=np.int64)
+    if q.scope is Scope.LOCAL or len(groups) == 1:
+        a = solve_local(GT, GE, ones, GT[:, pb.auto] * (1 + q.slack_pct / 100.0))
+        return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{q.granularity} local")
+    a = solve_milp(GT, GE, ones, pb.budget(q.slack_pct))
+    return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{q.granularity} global (MILP)", a.bound_energy_j)
+
+
+_KERNEL_STRATEGIES: dict[Objective, Callable[[_Request], Allocation]] = {
+    Objective.WASTE: _kernel_waste, Objective.EDP: _kernel_edp, Objective.ED2P: _kernel_edp,
+    Objective.ENERGY: _kernel_energy,
+}
+_GROUP_STRATEGIES: dict[Objective, Callable[[_Request, list[np.ndarray], np.ndarray, np.ndarray], Allocation]] = {
+    Objective.WASTE: _group_waste, Objective.EDP: _group_edp, Objective.ED2P: _group_edp,
+    Objective.ENERGY: _group_energy,
+}
+
+
 def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, granularity: str = "kernel",
              scope: str = "global", solver: str = "fast") -> Allocation:
-    """The allocation for one objective/granularity/scope."""
-    check_objective(objective)
-    Granularity.parse(granularity)
-    Scope.parse(scope)
+    """The allocation for one objective/granularity/scope: the modes are checked once, then one small strategy per
+    objective solves either the kernel-level problem or the grouped one (static, pass)."""
+    q = _Request(pb, check_objective(objective), Granularity.parse(granularity), Scope.parse(scope), slack_pct, solver)
     if solver not in ("fast", "milp"):
         raise InputError(f"solver {solver!r} is not fast or milp")
-    if objective == "waste":
-        budget = pb.budget(slack_pct)
-    if granularity == "kernel":
-        T, E, r = pb.T, pb.E, pb.r
-        if objective == "energy":
-            return Allocation(tuple({int(np.argmin(E[k])): int(r[k])} for k in range(len(r))), "min energy")
-        if objective in _EXP:
-            n = _EXP[objective]
-            if scope == "local":
-                return Allocation(tuple({int(np.argmin(E[k] * T[k] ** n)): int(r[k])} for k in range(len(r))),
-                                  f"local {objective}")
-            return Allocation(tuple(_edp_global(T, E, r, n)), f"global {objective} (Lagrange sweep)")
-        if scope == "local":
-            return solve_local(T, E, r, T[:, pb.auto] * (1 + slack_pct / 100.0))
-        return solve_milp(T, E, r, budget) if solver == "milp" else solve_fast(T, E, r, budget)
-    # static and pass-level: groups share one setting
-    groups = _groups(pb, granularity)
+    if q.objective is Objective.WASTE:
+        pb.budget(slack_pct)  # an infeasible slack is an error for every granularity and scope
+    if q.granularity is Granularity.KERNEL:
+        return _KERNEL_STRATEGIES[q.objective](q)
+    groups = _groups(pb, q.granularity)
     GT, GE = _group_tables(pb, groups)
-    ones = np.ones(len(groups), dtype=np.int64)
-    if objective == "energy":
-        return _expand(pb, groups, [int(np.argmin(GE[g])) for g in range(len(groups))], "min energy")
-    if objective in _EXP:
-        n = _EXP[objective]
-        if scope == "local" or len(groups) == 1:
-            return _expand(pb, groups, [int(np.argmin(GE[g] * GT[g] ** n)) for g in range(len(groups))], f"{scope} {objective}")
-        if len(groups) <= 3:  # exhaustive over combinations
-            best, bc = np.inf, tuple(0 for _ in groups)  # replaced by the first combination: every product < inf
-            for combo in itertools.product(range(GT.shape[1]), repeat=len(groups)):
-                t = sum(GT[g, s] for g, s in enumerate(combo))
-                e = sum(GE[g, s] for g, s in enumerate(combo))
-                if e * t ** n < best:
-                    best, bc = e * t ** n, combo
-            return _expand(pb, groups, list(bc), f"global {objective} (exhaustive)")
-        return _expand(pb, groups, [max(c, key=c.__getitem__) for c in _edp_global(GT, GE, ones, n)],
-                       f"global {objective}")
-    if scope == "local" or len(groups) == 1:
-        bound = GT[:, pb.auto] * (1 + slack_pct / 100.0)
-        a = solve_local(GT, GE, ones, bound)
-        return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{granularity} local")
-    a = solve_milp(GT, GE, ones, budget)
-    return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{granularity} global (MILP)", a.bound_energy_j)
+    return _GROUP_STRATEGIES[q.objective](q, groups, GT, GE)
 
 
 def optimize(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, granularity: str = "kernel",
