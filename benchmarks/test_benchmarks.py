@@ -110,7 +110,7 @@ def test_switch_aware_8x(benchmark, mechanism):
     benchmark.pedantic(lambda pb: switch_aware(pb, w.HOPPER, mechanism, 0.0, costs),
                        setup=lambda: ((_cold_problem(8),), {}), rounds=3)
     t = benchmark.stats.stats.median
-    _target(benchmark, "linear: ≤ 8 × the 897-instance time (7 176 instances)", t, True, unit="s",
+    _target(benchmark, "linear: ≤ 10 × the 897-instance time at 8 × the instances (25 % allowance)", t, True, unit="s",
             compare_with=f"test_switch_aware[{mechanism}]", ratio_max=8.0 * 1.25)
 
 
