@@ -8,7 +8,7 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.optimize.knapsack import lower_hull, solve_fast, solve_local, solve_milp
-from kdvfs.optimize.problem import Allocation, Problem, check_objective
+from kdvfs.optimize.problem import Allocation, Problem, check_objective, check_slack
 from kdvfs.schedule import Schedule
 
 __all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule"]
@@ -63,6 +63,7 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
              scope: str = "global", solver: str = "fast") -> Allocation:
     """The allocation for one objective/granularity/scope."""
     check_objective(objective)
+    check_slack(slack_pct)
     if granularity not in GRANULARITIES:
         raise InputError(f"granularity {granularity!r} is not one of {', '.join(GRANULARITIES)}")
     if scope not in SCOPES:
@@ -83,7 +84,9 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
             return Allocation(tuple(_edp_global(T, E, r, n)), f"global {objective} (Lagrange sweep)")
         if scope == "local":
             return solve_local(T, E, r, T[:, pb.auto] * (1 + slack_pct / 100.0))
-        return solve_milp(T, E, r, budget) if solver == "milp" else solve_fast(T, E, r, budget)
+        if solver == "milp":
+            return solve_milp(T, E, r, budget, auto=pb.auto)
+        return solve_fast(T, E, r, budget, auto=pb.auto)
     # static and pass-level: groups share one setting
     groups = _groups(pb, granularity)
     GT, GE = _group_tables(pb, groups)
@@ -107,8 +110,9 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
         bound = GT[:, pb.auto] * (1 + slack_pct / 100.0)
         a = solve_local(GT, GE, ones, bound)
         return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{granularity} local")
-    a = solve_milp(GT, GE, ones, budget)
-    return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{granularity} global (MILP)", a.bound_energy_j)
+    a = solve_milp(GT, GE, ones, budget, auto=pb.auto)
+    name = f"{granularity} global (MILP)" if a.solver.startswith("milp") else f"{granularity} global ({a.solver})"
+    return _expand(pb, groups, [next(iter(c)) for c in a.counts], name, a.bound_energy_j)
 
 
 def optimize(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, granularity: str = "kernel",

@@ -7,6 +7,7 @@ Items are kernels with ``r_k`` identical instances; an allocation may split a ke
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -17,7 +18,33 @@ from scipy.sparse import lil_matrix
 
 from kdvfs.optimize.problem import Allocation
 
-__all__ = ["pareto_front", "lower_hull", "solve_fast", "solve_milp", "solve_local"]
+__all__ = ["fastest_allocation", "pareto_front", "lower_hull", "solve_fast", "solve_milp", "solve_local"]
+
+log = logging.getLogger(__name__)
+
+FASTEST_REL = 1e-12
+"""A budget within this relative distance of the fastest total time leaves no room to trade: the fastest allocation is
+the only answer, and handing it to a solver only invites its feasibility tolerance to say "infeasible"."""
+
+
+def fastest_allocation(T: np.ndarray, E: np.ndarray, r: np.ndarray, auto: int | None = None) -> Allocation:
+    """Every kernel at its fastest setting: ``auto`` where auto is (one of) the fastest, else the least energy among
+    the settings of exactly the least time. Meets any budget at or above the fastest total time."""
+    counts = []
+    for k in range(T.shape[0]):
+        tmin = T[k].min()
+        if auto is not None and T[k, auto] <= tmin:
+            s = int(auto)
+        else:
+            ok = np.flatnonzero(T[k] <= tmin)
+            s = int(ok[np.argmin(E[k, ok])])
+        counts.append({s: int(r[k])})
+    # no bound is claimed: settings tied at the least time could hold a lower energy than auto
+    return Allocation(tuple(counts), "fastest (budget at the fastest time)")
+
+
+def _at_fastest(T: np.ndarray, r: np.ndarray, budget: float) -> bool:
+    return budget <= float(r @ T.min(axis=1)) * (1 + FASTEST_REL)
 
 
 def pareto_front(t: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -64,11 +91,14 @@ def solve_local(T: np.ndarray, E: np.ndarray, r: np.ndarray, bound_t: np.ndarray
     return Allocation(tuple(counts), "local")
 
 
-def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> Allocation:
+def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
     """Lagrangian on the per-kernel hulls, the boundary kernel split integrally, then greedy use of the slack.
 
-    The Lagrangian dual value is a proven lower bound on the optimum energy.
+    The Lagrangian dual value is a proven lower bound on the optimum energy. A budget at (or below) the fastest total
+    time returns ``fastest_allocation`` (``auto`` preferred where it is fastest).
     """
+    if _at_fastest(T, r, budget):
+        return fastest_allocation(T, E, r, auto)
     K = T.shape[0]
     hulls = [lower_hull(T[k], E[k]) for k in range(K)]
     # segments between consecutive hull points: (kernel, from, to, dt<0, de>0 … ) sorted by energy saved per time
@@ -161,8 +191,29 @@ def _native_stdout_silenced():
         os.close(null)
 
 
-def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float = 60.0) -> Allocation:
-    """Exact integer optimum (HiGHS through ``scipy.optimize.milp``) over each kernel's Pareto-efficient settings."""
+def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float = 60.0,
+               auto: int | None = None) -> Allocation:
+    """Exact integer optimum (HiGHS through ``scipy.optimize.milp``) over each kernel's Pareto-efficient settings.
+
+    Never raises for a budget at or above the fastest time: at the fastest time it returns ``fastest_allocation``;
+    where HiGHS finds nothing, or cannot keep the budget within its tolerance, or fails, it falls back to
+    ``solve_fast`` (solver named ``fast (HiGHS fallback: …)``), whose Lagrangian bound keeps the gap reported.
+    """
+    if _at_fastest(T, r, budget):
+        return fastest_allocation(T, E, r, auto)
+    try:
+        return _solve_highs(T, E, r, budget, time_limit_s)
+    except _HighsFailed as e:
+        log.warning("HiGHS: %s; using the fast solver instead", e)
+        a = solve_fast(T, E, r, budget, auto)
+        return Allocation(a.counts, f"fast (HiGHS fallback: {e})", a.bound_energy_j)
+
+
+class _HighsFailed(Exception):
+    """HiGHS returned no usable answer (infeasible within its tolerances, over budget, or an error)."""
+
+
+def _solve_highs(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float) -> Allocation:
     K = T.shape[0]
     cand = [pareto_front(T[k], E[k]) for k in range(K)]
     var = [(k, int(s)) for k in range(K) for s in cand[k]]
@@ -178,11 +229,14 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
     A = A.tocsr()
     bound = None
     for _ in range(4):
-        with _native_stdout_silenced():  # HiGHS prints debugging lines on some instances, which would break --json
-            res = milp(c, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
-                       options={"time_limit": time_limit_s, "mip_rel_gap": 1e-9})
+        try:
+            with _native_stdout_silenced():  # HiGHS prints debugging lines on some instances, which would break --json
+                res = milp(c, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
+                           options={"time_limit": time_limit_s, "mip_rel_gap": 1e-9})
+        except (ValueError, RuntimeError, MemoryError) as e:
+            raise _HighsFailed(f"HiGHS failed: {e}") from e
         if res.x is None:
-            raise RuntimeError(f"MILP found no solution: {res.message}")
+            raise _HighsFailed(f"no solution ({res.message})")
         if bound is None:  # the first solve's bound is the one for the problem as posed
             b = getattr(res, "mip_dual_bound", None)
             bound = float(b) if b is not None and np.isfinite(b) else float(res.fun)
@@ -197,5 +251,5 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
         # HiGHS honours the constraint to its feasibility tolerance (~1e-7 relative seen): tighten by twice the excess
         hi[-1] -= 2 * (t - budget)
     else:
-        raise RuntimeError(f"MILP could not keep the time budget {budget:.9g} s within its tolerance (got {t:.9g} s)")
+        raise _HighsFailed(f"could not keep the time budget {budget:.9g} s within its tolerance (got {t:.9g} s)")
     return Allocation(tuple(counts), "milp (HiGHS)", bound)

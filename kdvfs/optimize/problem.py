@@ -79,6 +79,7 @@ class Problem:
 
     def budget(self, slack_pct: float) -> float:
         """Time bound for a tolerated slowdown; a clear error when no schedule can meet it."""
+        slack_pct = check_slack(slack_pct)
         b = self.auto_time_s * (1 + slack_pct / 100.0)
         fastest = self.fastest_time_s
         if b < fastest * (1 - 1e-12):
@@ -133,6 +134,26 @@ class Problem:
     def instance_setting_index(self, sched: Schedule) -> np.ndarray:
         """Profile setting index of every instance of a schedule (error for settings the profile lacks)."""
         return np.array([self.profile.setting_index(c, m) for c, m in zip(sched.core_mhz.tolist(), sched.mem_mhz.tolist())])
+
+
+SLACK_RANGE_PCT = (-100.0, 1000.0)
+"""Tolerated slowdowns outside (−100 %, +1000 %] describe no real training run (−100 % is zero time; +1000 % is
+eleven times slower), so they are refused as typos rather than silently solved."""
+
+
+def check_slack(slack_pct) -> float:
+    """``slack_pct`` as a float, or an ``InputError`` naming the rule and the fix."""
+    import math
+
+    lo, hi = SLACK_RANGE_PCT
+    try:
+        v = float(slack_pct)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (lo < v <= hi):
+        raise InputError(f"slack {slack_pct!r} % is not a number in ({lo:g}, {hi:g}] (a tolerated slowdown in percent "
+                         "of the auto time); give e.g. --slack 0 or --slack 5")
+    return v
 
 
 def check_objective(obj: str) -> str:
