@@ -82,13 +82,28 @@ it the local optimum would depend on whether a profile was rounded on its way th
 
 
 def solve_local(T: np.ndarray, E: np.ndarray, r: np.ndarray, bound_t: np.ndarray) -> Allocation:
-    """Each kernel: the least energy with its own time ≤ its bound (times within ``TIME_TIE_REL`` count as equal)."""
-    counts = []
+    """Each kernel: the least energy with its own time ≤ its bound (times within ``TIME_TIE_REL`` count as equal).
+
+    The tie band may not cost time overall: where the choices sum past ``r · bound_t`` (the slack asked for), the kernels
+    that used the band go back, largest excess first, to their least energy strictly within their bound.
+    """
+    choice = []
     for k in range(T.shape[0]):
         ok = np.nonzero(T[k] <= bound_t[k] * (1 + TIME_TIE_REL))[0]
-        s = int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k]))
-        counts.append({s: int(r[k])})
-    return Allocation(tuple(counts), "local")
+        choice.append(int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k])))
+    total = float(sum(r[k] * bound_t[k] for k in range(T.shape[0])))
+    t = float(sum(r[k] * T[k, s] for k, s in enumerate(choice)))
+    if t > total:
+        banded = sorted((k for k, s in enumerate(choice) if T[k, s] > bound_t[k]),
+                        key=lambda k: -r[k] * (T[k, choice[k]] - bound_t[k]))
+        for k in banded:
+            ok = np.nonzero(T[k] <= bound_t[k])[0]
+            s = int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k]))
+            t += r[k] * (T[k, s] - T[k, choice[k]])
+            choice[k] = s
+            if t <= total:
+                break
+    return Allocation(tuple({s: int(r[k])} for k, s in enumerate(choice)), "local")
 
 
 def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
