@@ -63,7 +63,9 @@ class ClockGuard:
 
     Normal exit, exceptions, SIGINT and SIGTERM (the handlers reset, then behave as before: KeyboardInterrupt or
     exit status 128 + signal), and interpreter exit (atexit) all call ``backend.reset_clocks()`` once, if anything was
-    changed through ``set``.
+    changed through ``set``. SIGKILL cannot be caught: where the backend carries a ``clock_marker``
+    (``hw_backend.safety.ClockMarker``), it is written before the first change and removed after the restore, so a
+    killed run leaves a marker that the next command on the card reports.
     """
 
     def __init__(self, backend: GpuBackend) -> None:
@@ -73,6 +75,9 @@ class ClockGuard:
         self._lock = threading.Lock()
 
     def set(self, core_mhz: int, mem_mhz: int) -> None:
+        marker = getattr(self.backend, "clock_marker", None)
+        if not self.changed and marker is not None:
+            marker.write()  # before the lock: a SIGKILL between the two leaves a marker, never a silent lock
         self.changed = True
         self.backend.set_clocks_mhz(core_mhz, mem_mhz)
 
@@ -82,6 +87,9 @@ class ClockGuard:
                 try:
                     self.backend.reset_clocks()
                     log.info("clocks of %s restored to defaults", self.backend.name)
+                    marker = getattr(self.backend, "clock_marker", None)
+                    if marker is not None:
+                        marker.clear()
                 finally:
                     self.changed = False
 

@@ -19,7 +19,7 @@ from kdvfs.executor import Executor
 from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.problem import Problem
-from kdvfs.optimize.switchaware import switch_aware
+from kdvfs.optimize.switchaware import coarse_switch_aware, switch_aware
 from kdvfs.profile import load_profile
 from kdvfs.switching import MECHANISMS, SwitchCosts
 from kdvfs.trace import load_trace
@@ -90,9 +90,8 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> d
     cfg = SimConfig(mechanism=sc.mechanism, switch=sw, costs=costs)
     if sc.policy == "auto":
         sched = pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=0, granularity="static", scope="global")
-    elif sc.policy == "pass":
-        sched = pb.to_schedule(allocate(pb, "waste", sc.slack_pct, "pass", "global"), objective="waste",
-                               slack_pct=sc.slack_pct, granularity="pass", scope="global")
+    elif sc.policy == "pass":  # planned with its switches paid for, so that it keeps the slack (issue 13)
+        sched = coarse_switch_aware(pb, "pass", sw, sc.mechanism, sc.slack_pct, costs)
     elif sc.policy in ("ideal", "naive"):
         sched = pb.to_schedule(allocate(pb, "waste", sc.slack_pct, "kernel", "global"), objective="waste",
                                slack_pct=sc.slack_pct, granularity="kernel", scope="global")

@@ -43,7 +43,13 @@ def problem(a):
     from kdvfs.optimize import Problem
 
     t = load_trace(a.trace)
-    prof = load_profile_ref(a.profile) if a.profile else load_profile_ref(t.name)
+    if a.profile:
+        prof = load_profile_ref(a.profile)
+    else:
+        from kdvfs.bundled import default_profile_path
+        from kdvfs.profile import load_profile
+
+        prof = load_profile(default_profile_path(t))
     return Problem(t, prof)
 
 

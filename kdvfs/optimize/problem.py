@@ -123,7 +123,10 @@ class Problem:
         gap = None
         if alloc.bound_energy_j:
             gap = 100 * max(e - alloc.bound_energy_j, 0.0) / alloc.bound_energy_j
-        return Schedule(trace=self.trace.name, gpu=self.profile.gpu, core_mhz=core, mem_mhz=mem, objective=objective,
+        from kdvfs.identity import trace_sha
+
+        return Schedule(trace=self.trace.name, trace_sha=trace_sha(self.trace), gpu=self.profile.gpu, core_mhz=core,
+                        mem_mhz=mem, objective=objective,
                         slack_pct=slack_pct, granularity=granularity, scope=scope, solver=alloc.solver, predicted=pred,
                         auto={"time_s": self.auto_time_s, "energy_j": self.auto_energy_j},
                         bound_energy_j=alloc.bound_energy_j, gap_pct=gap, switch_model=switch_model or {})

@@ -177,7 +177,10 @@ def _schedule_from_settings(pb: Problem, sidx: np.ndarray, solver: str, slack_pc
     e = float(pb.E[inst, sidx].sum())
     core, mem = st[sidx, 0], st[sidx, 1]
     swd = {"host_call_s": sw.host_call_s, "transition_s": sw.transition_s, "mechanism": mechanism}
-    s = Schedule(trace=pb.trace.name, gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
+    from kdvfs.identity import trace_sha
+
+    s = Schedule(trace=pb.trace.name, trace_sha=trace_sha(pb.trace), gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem,
+                 objective="waste",
                  slack_pct=slack_pct, granularity="kernel", scope="global", solver=solver,
                  auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=swd)
     ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
