@@ -119,8 +119,8 @@ class ClockMarker:
             return None
         except (OSError, ValueError, AttributeError, TypeError):
             pid = 0
-        if pid and pid != os.getpid() and _alive(pid):
-            return None  # another live run holds the clocks: its guard will restore them
+        if pid == os.getpid() or (pid and _alive(pid)):
+            return None  # a live run (this one or another) holds the clocks: its guard will restore them
         return (f"the clocks of {self.card_name or self.card_id} may still be locked: a kdvfs run (pid {pid or '?'}) "
                 f"locked them and did not restore them (killed?); run `kdvfs reset-clocks --device {self.device_arg}`")
 
