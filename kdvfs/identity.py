@@ -14,7 +14,7 @@ import json
 from kdvfs.errors import FormatError
 from kdvfs.trace import Trace, trace_to_dict
 
-__all__ = ["check_binding", "check_sweep_card", "file_header", "trace_sha"]
+__all__ = ["check_binding", "check_card", "check_sweep_card", "file_header", "trace_sha"]
 
 
 def trace_sha(trace: Trace) -> str:
@@ -77,3 +77,13 @@ def check_sweep_card(path, sweep, spec) -> None:
                 raise InputError(
                     f"sweep {str(path)!r}, kernel {k!r}: clocks {p.core_mhz}/{p.mem_mhz} MHz are not clocks of "
                     f"{spec.name} ({spec.describe_clocks()}); is it a sweep of another card? give that card with --gpu")
+
+
+def check_card(profile_gpu: str, card: str, what: str = "profile") -> None:
+    """Refuse using a profile (or schedule) made for one card with another card's constants."""
+    from kdvfs.errors import InputError
+
+    if profile_gpu and card and profile_gpu != card:
+        raise InputError(f"{what} was made for GPU {profile_gpu!r}, but --gpu is {card!r}: its times and powers are "
+                         f"{profile_gpu}'s; give --gpu {profile_gpu}, or a profile of {card} "
+                         f"(`kdvfs profile build --trace TRACE --gpu {card} -o P.csv`)")

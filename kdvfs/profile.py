@@ -160,10 +160,9 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     data = buf.getvalue().encode()
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    from kdvfs.fileio import write_atomic
+
+    return write_atomic(path, data, "profile output")
 
 
 def read_csv_rows(path: str | Path, what: str) -> tuple[list[dict[str, str]], dict[str, str]]:

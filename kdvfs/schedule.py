@@ -157,11 +157,9 @@ def schedule_from_dict(doc: dict, where: str = "schedule") -> Schedule:
 def save_schedule(s: Schedule, path: str | Path) -> Path:
     path = Path(path)
     from kdvfs.console import to_jsonable
+    from kdvfs.fileio import write_atomic
 
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(to_jsonable(s.to_dict()), indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, (json.dumps(to_jsonable(s.to_dict()), indent=1) + "\n").encode(), "schedule output")
 
 
 def load_schedule(path: str | Path) -> Schedule:

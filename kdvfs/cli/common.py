@@ -29,14 +29,17 @@ def load_profile_ref(ref: str):
 
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return path
+    """Rows as CSV, written atomically (``kdvfs.fileio``); missing parent folders are created."""
+    import io
+
+    from kdvfs.fileio import write_atomic
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return write_atomic(path, buf.getvalue().encode(), "CSV output", make_parents=True)
 
 
 def problem(a):
@@ -58,9 +61,18 @@ def switch_model(a, gpu_name: str | None):
 
     if getattr(a, "switch_latency", None) is not None:
         return SwitchModel.from_latency(a.switch_latency)
-    name = getattr(a, "switch_model", None) or gpu_name
+    preset = getattr(a, "switch_model", None)
+    name = preset or gpu_name
     if not name:
         raise InputError("give --gpu, --switch-model PRESET or --switch-latency SECONDS")
+    if preset:
+        from kdvfs.gpus import PRESETS
+
+        try:
+            get_gpu(preset)
+        except InputError:
+            raise InputError(f"--switch-model {preset!r} is not a preset whose switch model can be borrowed; known: "
+                             f"{', '.join(PRESETS)} (or give --switch-latency SECONDS)") from None
     return get_gpu(name).switch
 
 

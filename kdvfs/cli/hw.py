@@ -112,7 +112,10 @@ def cmd_validate(a) -> int:
     check_noise(a.noise)
     spec = get_gpu(a.gpu)
     trace = load_trace_by_name(a.trace)
+    from kdvfs.identity import check_card
+
     prof = load_profile(resolve_profile_path(a.profile or a.trace))
+    check_card(prof.gpu, spec.name)
     sched = load_schedule(a.schedule)
     sched.check_for(trace, spec)
     be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed, noise=a.noise,

@@ -15,6 +15,10 @@ def cmd_optimize(a) -> int:
     from kdvfs.optimize import optimize, switch_aware
     from kdvfs.schedule import save_schedule
 
+    if a.output:
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "schedule output")
     pb = problem(a)
     if a.switch_aware:
         sw = switch_model(a, a.gpu or pb.profile.gpu)
@@ -40,6 +44,11 @@ def cmd_frontier(a) -> int:
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier
 
+    if a.output:
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "CSV output", make_parents=True)
+        check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
     pb = problem(a)
     scopes = ["local", "global"] if a.scope == "both" else [a.scope]
     curves = {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step) for sc in scopes}
@@ -151,9 +160,11 @@ def compare_rows(pb, spec, sw, mechanism: str, slack: float) -> list[dict]:
 
 def cmd_compare(a) -> int:
     from kdvfs.gpus import get_gpu
+    from kdvfs.identity import check_card
 
     pb = problem(a)
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+    check_card(pb.profile.gpu, spec.name)
     sw = switch_model(a, spec.name)
     rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
     if a.json:
