@@ -8,7 +8,7 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
+__all__ = ["check_profile_clocks", "load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -53,7 +53,24 @@ def problem(a):
         from kdvfs.profile import load_profile
 
         prof = load_profile(default_profile_path(t))
+    check_profile_clocks(prof)
     return Problem(t, prof)
+
+
+def check_profile_clocks(prof) -> None:
+    """A profile of a catalog card may only hold settings the card supports: a schedule built from any other would
+    be written and then refused by the card (or the validator) only later."""
+    from kdvfs.gpus import PRESETS, get_gpu
+
+    if not prof.gpu or prof.gpu.lower() not in PRESETS:
+        return
+    spec = get_gpu(prof.gpu)
+    for c, m in prof.settings:
+        try:
+            spec.check_setting(c, m)
+        except InputError as e:
+            raise InputError(f"profile for {prof.gpu} holds a setting the card lacks: {e}; rebuild the profile with "
+                             f"`kdvfs profile build --gpu {prof.gpu}` or drop those rows") from None
 
 
 def switch_model(a, gpu_name: str | None):
