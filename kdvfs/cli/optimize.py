@@ -101,6 +101,8 @@ def cmd_reproduce(a) -> int:
     noise = MeasurementNoise(d.time_pct if a.noise_time_pct is None else a.noise_time_pct,
                              d.energy_pct if a.noise_energy_pct is None else a.noise_energy_pct)
     seeds = 20 if a.seeds is None else a.seeds
+    if not 1 <= seeds <= 10_000:
+        raise InputError(f"--seeds {seeds} must be a whole number of simulated sweeps in 1–10000; e.g. --seeds 20")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     err = make_console(sys.stderr)
