@@ -146,8 +146,8 @@ def test_sweep_output_paths(tmp_path, capsys, kind):
 def test_a_killed_run_leaves_a_marker_that_the_next_run_reports(tmp_path):
     out = tmp_path / "s.csv"
     cmd = [sys.executable, "-m", "kdvfs.cli", "sweep", "--backend", "fake", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu",
-           "rtx3080ti", "--settings", "1050:9501,1890:5001", "--allow-clock-control", "--window", "2",
-           "--warmup", "0.1", "--min-steps", "3", "-o", str(out)]
+           "rtx3080ti", "--settings", "1050:9501,1890:5001", "--allow-clock-control", "--window", "1",
+           "--warmup", "0.05", "--min-steps", "2", "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60
@@ -157,8 +157,9 @@ def test_a_killed_run_leaves_a_marker_that_the_next_run_reports(tmp_path):
     proc.wait(timeout=30)
     markers = list(state_dir().glob("clocks-locked-*.json"))
     assert len(markers) == 1 and json.loads(markers[0].read_text())["pid"] == proc.pid
-    r = subprocess.run(cmd[:cmd.index("--settings")] + ["--settings", "auto:auto", "--window", "0.2", "-o",
-                       str(tmp_path / "t.csv")], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd[:cmd.index("--settings")] + ["--settings", "auto:auto", "--window", "0.05", "--warmup", "0",
+                       "--min-steps", "1", "-o", str(tmp_path / "t.csv")], env=env, capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0
     assert f"may still be locked: a kdvfs run (pid {proc.pid})" in r.stderr
     assert f"run `kdvfs reset-clocks --device {FakeNvml.uuid_of(0)}`" in r.stderr
