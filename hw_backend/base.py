@@ -73,6 +73,9 @@ class ClockGuard:
     exit status 128 + signal), and interpreter exit (atexit) all call ``backend.reset_clocks()`` once, if anything was
     changed through ``set``. A second signal arriving while a restore runs restores again in its handler (the lock is
     re-entrant: a plain lock deadlocked there) and then ends the process as the first would have.
+    SIGKILL cannot be caught: where the backend carries a ``clock_marker``
+    (``hw_backend.safety.ClockMarker``), it is written before the first change and removed after the restore, so a
+    killed run leaves a marker that the next command on the card reports.
     """
 
     def __init__(self, backend: GpuBackend) -> None:
@@ -83,6 +86,9 @@ class ClockGuard:
 
     def set(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None:
         """Lock the clocks through the backend; from here on the guard restores them."""
+        marker = getattr(self.backend, "clock_marker", None)
+        if not self.changed and marker is not None:
+            marker.write()  # before the lock: a SIGKILL between the two leaves a marker, never a silent lock
         self.changed = True
         self.backend.set_clocks_mhz(core_mhz, mem_mhz, verify)
 
@@ -98,6 +104,9 @@ class ClockGuard:
                 try:
                     self.backend.reset_clocks()
                     log.info("clocks of %s restored to defaults", self.backend.name)
+                    marker = getattr(self.backend, "clock_marker", None)
+                    if marker is not None:
+                        marker.clear()
                 finally:
                     self.changed = False
 

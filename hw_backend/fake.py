@@ -4,6 +4,10 @@ It keeps simulated time (it never reads the wall clock). Workloads advance it wi
 take effect after the preset's switch latency; the energy counter steps every 100 ms; the power reading is a 1 s
 average; readings carry seeded noise; permission and support errors can be switched on; every call is recorded in
 ``calls``. ``NvmlBackend(FakeNvml(...))`` runs unchanged against it.
+
+With ``devices=N`` it shows N cards (handles ``fake-gpu-I``, UUIDs ``GPU-fake000I-…``, PCI bus ids
+``00000000:0I:00.0``, I = 1-based for the bus); the workload runs on ``workload_device``, whose clocks are the simulated
+ones; clock locks on the other cards are recorded in ``other_locks`` (so a test sees which card a backend touched).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class FakeNvml:
         supported: whether locked clocks are supported (else NotSupported).
         mig: report MIG mode on.
         temperature_c: reported temperature.
+        devices: how many cards NVML shows.
+        workload_device: index of the card the workload runs on (the simulated one).
     """
 
     is_fake = True
@@ -52,7 +58,12 @@ class FakeNvml:
 
     def __init__(self, spec: GpuSpec, params: KernelParams | None = None, *, seed: int = 0, time_noise: float = 0.0,
                  power_noise: float = 0.0, energy_step_s: float = 0.1, power_window_s: float = 1.0,
-                 permission: bool = True, supported: bool = True, mig: bool = False, temperature_c: float = 65.0):
+                 permission: bool = True, supported: bool = True, mig: bool = False, temperature_c: float = 65.0,
+                 devices: int = 1, workload_device: int = 0):
+        if not 0 <= workload_device < devices:
+            raise ValueError(f"workload_device {workload_device} is not one of the {devices} fake devices")
+        self.devices, self.workload_device = int(devices), int(workload_device)
+        self.other_locks: dict[int, tuple[int | None, int | None]] = {}
         self.spec, self.params = spec, params
         self.rng = np.random.default_rng(seed)
         self.time_noise, self.power_noise = time_noise, power_noise
@@ -147,13 +158,55 @@ class FakeNvml:
 
     def nvmlDeviceGetCount(self) -> int:
         self._check()
-        return 1
+        return self.devices
 
     def nvmlDeviceGetHandleByIndex(self, i: int):
         self._check()
-        if i != 0:
+        if not isinstance(i, int) or not 0 <= i < self.devices:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return "fake-gpu-0"
+        return f"fake-gpu-{i}"
+
+    @staticmethod
+    def uuid_of(i: int) -> str:
+        return f"GPU-fake{i:04d}-0000-4000-8000-{i:012d}"
+
+    @staticmethod
+    def pci_bus_id_of(i: int) -> str:
+        return f"00000000:{i + 1:02X}:00.0"
+
+    def _index(self, h) -> int:
+        try:
+            i = int(str(h).rsplit("-", 1)[1])
+        except (IndexError, ValueError):
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT) from None
+        if not 0 <= i < self.devices:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self._check()
+        u = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        for i in range(self.devices):
+            if self.uuid_of(i) == u:
+                return f"fake-gpu-{i}"
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        self._check()
+        b = (bus.decode() if isinstance(bus, bytes) else str(bus)).upper()
+        for i in range(self.devices):
+            if self.pci_bus_id_of(i) == b:
+                return f"fake-gpu-{i}"
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlDeviceGetUUID(self, h) -> str:
+        return self.uuid_of(self._index(h))
+
+    def nvmlDeviceGetPciInfo(self, h):
+        class PciInfo:
+            busId = self.pci_bus_id_of(self._index(h))
+
+        return PciInfo()
 
     def nvmlDeviceGetName(self, h) -> str:
         return f"{self.spec.full_name} (fake)"
@@ -186,6 +239,12 @@ class FakeNvml:
         return int(p * 1000)
 
     def nvmlDeviceGetClockInfo(self, h, kind: int) -> int:
+        i = self._index(h)
+        if i != self.workload_device:  # an idle card: its locked clock, else the idle defaults
+            lc, lm = self.other_locks.get(i, (None, None))
+            if kind == NVML_CLOCK_MEM:
+                return int(lm or self.spec.max_mem_mhz)
+            return int(min(lc or self.spec.boost_core_mhz, self.spec.boost_core_mhz))
         self._land_if_due()
         if kind == NVML_CLOCK_MEM:
             return int(self.spec.max_mem_mhz if self.eff_mem == AUTO else self.eff_mem)
@@ -217,15 +276,32 @@ class FakeNvml:
         self._ran_since_write = False
         self.pending = (core, mem, self.now_s + sw.transition_s)
 
+    def _other(self, h, core=..., mem=...) -> bool:
+        """Apply a lock to a card other than the workload's; False when ``h`` is the workload's card."""
+        i = self._index(h)
+        if i == self.workload_device:
+            return False
+        lc, lm = self.other_locks.get(i, (None, None))
+        lc, lm = (lc if core is ... else core), (lm if mem is ... else mem)
+        if lc is None and lm is None:
+            self.other_locks.pop(i, None)
+        else:
+            self.other_locks[i] = (lc, lm)
+        return True
+
     def nvmlDeviceSetGpuLockedClocks(self, h, min_mhz: int, max_mhz: int) -> None:
         self._write("nvmlDeviceSetGpuLockedClocks", min_mhz, max_mhz)
         if max_mhz not in self.spec.core_clocks_mhz or min_mhz > max_mhz:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if self._other(h, core=int(max_mhz)):
+            return
         self.locked_core = int(max_mhz)
         self._schedule()
 
     def nvmlDeviceResetGpuLockedClocks(self, h) -> None:
         self._write("nvmlDeviceResetGpuLockedClocks")
+        if self._other(h, core=None):
+            return
         self.locked_core = None
         self._schedule()
 
@@ -233,11 +309,15 @@ class FakeNvml:
         self._write("nvmlDeviceSetMemoryLockedClocks", min_mhz, max_mhz)
         if max_mhz not in self.spec.mem_clocks_mhz:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if self._other(h, mem=int(max_mhz)):
+            return
         self.locked_mem = int(max_mhz)
         self._schedule()
 
     def nvmlDeviceResetMemoryLockedClocks(self, h) -> None:
         self._write("nvmlDeviceResetMemoryLockedClocks")
+        if self._other(h, mem=None):
+            return
         self.locked_mem = None
         self._schedule()
 

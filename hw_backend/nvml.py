@@ -4,6 +4,11 @@
 Clocks are locked as the study did: the core as a range [lowest supported, target] (the card may still throttle
 below the target), the memory at one value; both are read back. ``observe_only=True`` (the default) refuses every
 write with ``ObserveOnlyError`` before anything reaches the driver.
+
+The card is chosen by ``device``: an NVML index, a UUID (``GPU-…``, a unique prefix is enough, as CUDA accepts) or a PCI
+bus id (``0000:65:00.0``). Without ``device`` the first entry of ``CUDA_VISIBLE_DEVICES`` is used when it is set, so
+the backend meters and locks the card PyTorch runs on (an integer there is taken as the NVML index, which is CUDA's
+index when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; use UUIDs to be sure); else index 0.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +30,7 @@ from kdvfs.errors import (
     UnsupportedClockError,
 )
 
-__all__ = ["NvmlBackend", "clock_step_mhz", "load_pynvml"]
+__all__ = ["NvmlBackend", "clock_step_mhz", "load_pynvml", "select_device"]
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +54,52 @@ def clock_step_mhz(clocks: tuple[int, ...] | list[int]) -> int:
     return min((b - a for a, b in zip(c, c[1:])), default=0)
 
 
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _norm_bus(b: str) -> str:
+    """PCI bus ids compare without case and with the domain widened to 8 digits (NVML's form)."""
+    parts = b.strip().upper().split(":")
+    try:
+        if len(parts) == 3:
+            return f"{int(parts[0], 16):08X}:{parts[1]}:{parts[2]}"
+        if len(parts) == 2:
+            return f"00000000:{parts[0]}:{parts[1]}"
+    except ValueError:
+        pass
+    return b.strip().upper()
+
+
+def select_device(device: str | None, env: dict | None = None) -> str | None:
+    """What to open: ``device`` when given, else the first ``CUDA_VISIBLE_DEVICES`` entry, else None (index 0)."""
+    if device is not None and str(device).strip():
+        return str(device).strip()
+    env = os.environ if env is None else env
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return None
+    first = cvd.split(",")[0].strip()
+    if not first or first.startswith("-"):
+        raise NoGpuError(f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU; unset it or name a card with --device")
+    return first
+
+
 class NvmlBackend:
     """One GPU through NVML (an engine: it holds the handle).
 
     Args:
         nvml: the pynvml module or a pynvml-shaped fake.
-        index: GPU index.
+        index: GPU index (when ``device`` is not given and ``CUDA_VISIBLE_DEVICES`` is not set).
         observe_only: refuse every write (the default; the lent H200 is only ever used so).
+        device: index, UUID (or unique prefix) or PCI bus id of the card; default: ``select_device``.
+        env: the environment to read ``CUDA_VISIBLE_DEVICES`` from (default ``os.environ``).
+        state_dir: where the clock marker lives (default ``hw_backend.safety.state_dir()``).
     """
 
     def __init__(self, nvml: Any = None, index: int = 0, observe_only: bool = True,
-                 sleep: Callable[[float], None] | None = None, settle_s: float = 1.0) -> None:
+                 sleep: Callable[[float], None] | None = None, settle_s: float = 1.0, device: str | None = None,
+                 env: dict | None = None, state_dir=None) -> None:
         import time
 
         self.nvml = nvml if nvml is not None else load_pynvml()
@@ -71,12 +112,59 @@ class NvmlBackend:
         count = self._call(self.nvml.nvmlDeviceGetCount, what="count GPUs")
         if count < 1:
             raise NoGpuError("NVML sees no GPU; check `nvidia-smi`")
-        if not 0 <= index < count:
-            raise InputError(f"GPU index {index} does not exist: NVML sees {count} GPU(s), 0–{count - 1}")
-        self.handle = self._call(self.nvml.nvmlDeviceGetHandleByIndex, index, what="open the GPU")
+        chosen = select_device(device, env)
+        self.handle = self._open(chosen if chosen is not None else str(index), count)
         nm = self._call(self.nvml.nvmlDeviceGetName, self.handle, what="read the name")
         self.name = nm.decode() if isinstance(nm, bytes) else str(nm)
+        try:
+            self.uuid = _text(self._call(self.nvml.nvmlDeviceGetUUID, self.handle, what="read the UUID"))
+        except (HardwareError, AttributeError):
+            self.uuid = ""
         self._caps: Capabilities | None = None
+        from hw_backend.safety import ClockMarker
+
+        card_id = self.uuid or f"index-{chosen or index}"
+        self.marker = ClockMarker(card_id, self.name, self.uuid or str(chosen or index), state_dir)
+
+    @property
+    def clock_marker(self):
+        """The marker ``ClockGuard`` writes before locking clocks (None when this backend cannot lock them)."""
+        return None if self.observe_only else self.marker
+
+    def _uuids(self, count: int) -> list[str]:
+        out = []
+        for i in range(count):
+            h = self._call(self.nvml.nvmlDeviceGetHandleByIndex, i, what=f"open GPU {i}")
+            out.append(_text(self._call(self.nvml.nvmlDeviceGetUUID, h, what=f"read GPU {i}'s UUID")))
+        return out
+
+    def _open(self, dev: str, count: int):
+        """Handle of the card named by an index, a UUID (or unique prefix) or a PCI bus id."""
+        if dev.isdigit():
+            i = int(dev)
+            if not 0 <= i < count:
+                raise InputError(f"GPU index {i} does not exist: NVML sees {count} GPU(s), 0–{count - 1}; "
+                                 "see `nvidia-smi -L`")
+            return self._call(self.nvml.nvmlDeviceGetHandleByIndex, i, what="open the GPU")
+        if dev.upper().startswith(("GPU-", "MIG-")):
+            if dev.upper().startswith("MIG-"):
+                raise InputError(f"device {dev!r} is a MIG slice: slices cannot be metered for power or energy; "
+                                 "name the whole GPU (its GPU-… UUID from `nvidia-smi -L`)")
+            hits = [i for i, u in enumerate(self._uuids(count)) if u.lower().startswith(dev.lower())]
+            if len(hits) != 1:
+                raise InputError(f"device {dev!r} matches {len(hits)} of the {count} GPU(s) by UUID; give a UUID (or a "
+                                 "unique prefix) from `nvidia-smi -L`")
+            return self._call(self.nvml.nvmlDeviceGetHandleByIndex, hits[0], what="open the GPU")
+        if re.fullmatch(r"([0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", dev):
+            want = _norm_bus(dev)
+            for i in range(count):
+                h = self._call(self.nvml.nvmlDeviceGetHandleByIndex, i, what=f"open GPU {i}")
+                info = self._call(self.nvml.nvmlDeviceGetPciInfo, h, what=f"read GPU {i}'s PCI bus id")
+                if _norm_bus(_text(info.busId)) == want:
+                    return h
+            raise InputError(f"no GPU has PCI bus id {dev!r}; see `nvidia-smi --query-gpu=pci.bus_id --format=csv`")
+        raise InputError(f"device {dev!r} is not an index, a GPU UUID (GPU-…) or a PCI bus id (0000:65:00.0); see "
+                         "`nvidia-smi -L`")
 
     # ------------------------------------------------------------------ errors, once
     def _call(self, fn: Callable, *args, what: str) -> Any:
@@ -205,6 +293,7 @@ class NvmlBackend:
         n, h = self.nvml, self.handle
         self._call(n.nvmlDeviceResetGpuLockedClocks, h, what="reset the core clock")
         self._call(n.nvmlDeviceResetMemoryLockedClocks, h, what="reset the memory clock")
+        self.marker.clear()
 
     def close(self) -> None:
         with contextlib.suppress(HardwareError):

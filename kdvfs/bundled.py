@@ -7,7 +7,8 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["bundled_dir", "bundled_trace_names", "model_params", "resolve_trace_path", "resolve_profile_path"]
+__all__ = ["bundled_dir", "bundled_trace_names", "default_profile_path", "model_params", "resolve_trace_path",
+           "resolve_profile_path"]
 
 DEFAULT_TRACE = "gpt3xl-llmc-rtx3080ti"
 
@@ -49,7 +50,22 @@ def resolve_trace_path(name_or_path: str) -> Path:
 
 def resolve_profile_path(name_or_path: str) -> Path:
     names = sorted({p.name.split(".profile.csv")[0] for p in bundled_dir().glob("*.profile.csv*")})
-    return _by_suffix(name_or_path, (".profile.csv", ".profile.csv.gz"), "profile", names)
+    if Path(name_or_path).exists() or name_or_path in names:
+        return _by_suffix(name_or_path, (".profile.csv", ".profile.csv.gz"), "profile", names)
+    raise InputError(
+        f"profile {name_or_path!r} is neither a file nor a bundled profile (bundled: {', '.join(names) or 'none'}); "
+        f"build one from the model with `kdvfs profile build --trace TRACE --gpu GPU -o P.csv` and pass --profile P.csv")
+
+
+def default_profile_path(trace) -> Path:
+    """The bundled profile of a bundled trace; for any other trace an error naming how to build one. The trace's name
+    comes from its file, so it is only ever matched against the bundled names, never used as a path."""
+    names = sorted({p.name.split(".profile.csv")[0] for p in bundled_dir().glob("*.profile.csv*")})
+    if trace.name in names:
+        return _by_suffix(trace.name, (".profile.csv", ".profile.csv.gz"), "profile", names)
+    raise InputError(
+        f"trace {trace.name!r} has no bundled profile; build one from the model with `kdvfs profile build --trace "
+        f"TRACE --gpu GPU -o P.csv` (or fit one from a sweep with `kdvfs profile fit`) and pass --profile P.csv")
 
 
 def load_trace_by_name(name_or_path: str):
@@ -64,6 +80,9 @@ def model_params(trace, spec):
     from kdvfs.calibrate import load_params
     from kdvfs.model import default_params
 
+    # the name comes from the trace file: only a bundled trace's name may pick a bundled file, never a path
+    if trace.name not in bundled_trace_names():
+        return default_params(trace, spec)
     cal = bundled_dir() / f"{trace.name}.calibration.json"
     if cal.exists() and spec.name in ("rtx3080ti", "ivr"):
         p = load_params(cal)

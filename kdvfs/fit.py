@@ -55,7 +55,7 @@ class Sweep:
 
 def read_sweep(path: str | Path, min_points: int = 2) -> Sweep:
     """Read and validate a sweep CSV."""
-    rows, _ = read_csv_rows(path, "sweep")
+    rows, meta = read_csv_rows(path, "sweep")
     cols = set(rows[0])
     need = {"kernel", "core_mhz", "mem_mhz", "time_s"}
     if not need <= cols or not ({"power_w", "energy_j"} & cols):
@@ -64,7 +64,8 @@ def read_sweep(path: str | Path, min_points: int = 2) -> Sweep:
             f"it has {', '.join(rows[0])}"
         )
     acc: dict[str, dict[tuple[int, int], list]] = defaultdict(lambda: defaultdict(list))
-    for i, r in enumerate(rows, start=2):
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(rows, start=int(meta.get("_first_line", 2))):
         where = f"sweep {str(path)!r} line {i}"
         try:
             c, m = parse_clock(r["core_mhz"], "core_mhz"), parse_clock(r["mem_mhz"], "mem_mhz")
@@ -76,6 +77,16 @@ def read_sweep(path: str | Path, min_points: int = 2) -> Sweep:
         for nm, v in (("time_s", t), ("power_w", p)):
             if not math.isfinite(v) or v <= 0:
                 raise FormatError(f"{where}: {nm} is {v!r}; measured values must be positive numbers — drop or redo that row")
+        if r.get("repeat") not in (None, ""):
+            # the same (kernel, setting, repeat) twice is two sweeps written into one file, not a repeat: refuse
+            # rather than average two runs silently
+            cell = (r["kernel"], c, m, r["repeat"])
+            if cell in seen:
+                raise FormatError(
+                    f"{where}: kernel {r['kernel']!r} at {r['core_mhz']}/{r['mem_mhz']} MHz repeat {r['repeat']} was "
+                    f"already measured on line {seen[cell]}: two sweeps were written into one file; keep one of them "
+                    "(or sweep again into a new file)")
+            seen[cell] = i
         acc[r["kernel"]][(c, m)].append((t, p, ca))
     pts = {}
     for k, by in acc.items():

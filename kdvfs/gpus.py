@@ -52,9 +52,11 @@ class SwitchModel:
     @classmethod
     def from_latency(cls, latency_s: float, host_share: float = 0.25, spread: float = 0.0) -> SwitchModel:
         """A switch model of a given total latency, split into host call and transition (``--switch-latency``)."""
-        if not np.isfinite(latency_s) or latency_s <= 0:
+        # the longest switch measured or assumed anywhere is ~25 ms (Ampere); 10 s leaves room for what-ifs while
+        # refusing typos (1e9 s would add 10¹⁴ ms per iteration without a word)
+        if not np.isfinite(latency_s) or latency_s <= 0 or latency_s > 10.0:
             raise InputError(
-                f"switch latency must be a positive number of seconds, got {latency_s!r}; "
+                f"switch latency must be a positive number of seconds up to 10, got {latency_s!r}; "
                 "e.g. 6e-3 for Hopper, 1e-7 for integrated voltage regulators"
             )
         return cls(host_call_s=latency_s * host_share, transition_s=latency_s * (1 - host_share), spread=spread,

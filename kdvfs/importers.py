@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdvfs.errors import FormatError
+from kdvfs.errors import FormatError, InputError, KdvfsError
 from kdvfs.trace import Kernel, Segment, Trace, read_json_document
 
 __all__ = ["KinetoImport", "categorize", "import_kineto", "import_spaan_csv", "LABEL_PREFIX"]
@@ -63,6 +63,26 @@ _SPAAN_SEGMENTS = (  # (segment, pass, repeat) in execution order, from the tabl
 _SPAAN_CATEGORY = {"GEMM": "gemm", "Permute": "copy"}
 
 
+def _malformed(what: str):
+    """Decorator: a reader's stray ``ValueError``/``TypeError``/``KeyError``… on a malformed file becomes one
+    ``FormatError`` naming the file (its own ``KdvfsError``s pass through unchanged)."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(path, *a, **k):
+            try:
+                return fn(path, *a, **k)
+            except KdvfsError:
+                raise
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as e:
+                raise FormatError(f"{str(path)!r} is not a well-formed {what} ({type(e).__name__}: {str(e)[:200]}); "
+                                  "re-export it, or check the fields it names") from None
+        return inner
+    return wrap
+
+
+@_malformed("kernel table (Spaan et al. CSV)")
 def import_spaan_csv(path: str | Path, name: str = "gpt3xl-llmc-rtx3080ti") -> Trace:
     """The study's 46 kernels as a trace (times and energies at auto clocks on an RTX 3080 Ti)."""
     path = Path(path)
@@ -131,6 +151,7 @@ def _containing(intervals: Sequence[tuple[float, float, str]], starts: list[floa
     return [n for _, _, n in sorted(out)]
 
 
+@_malformed("PyTorch profiler trace")
 def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[str, int] | None = None,
                   step: str = "last", meta: Mapping[str, Any] | None = None) -> KinetoImport:
     """Import a PyTorch profiler Chrome trace (``.json`` or ``.json.gz``).
@@ -245,6 +266,10 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     seen: dict[str, int] = defaultdict(int)
     out = []
     repeats = dict(repeats or {})
+    unknown = sorted(set(repeats) - {seg for seg, _ in segs})
+    if unknown:
+        raise InputError(f"--repeat names segment(s) {', '.join(map(repr, unknown))} that {str(path)!r} does not have; "
+                         f"its segments: {', '.join(dict.fromkeys(seg for seg, _ in segs))}")
     for seg, ks in segs:
         seen[seg] += 1
         nm = seg if seen[seg] == 1 else f"{seg}_{seen[seg]}"

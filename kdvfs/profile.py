@@ -1,7 +1,7 @@
 """Profiles: time, power and energy of every kernel of a trace at every clock setting of a GPU.
 
 One CSV row per (kernel, core_mhz, mem_mhz); the driver's own choice is the literal ``auto``. The first line may be a
-comment ``# kdvfs-profile/1 gpu=NAME trace=NAME`` naming the card and trace. Documented in ``docs/profile-format.md``.
+comment ``# kdvfs-profile/1 gpu=NAME trace=NAME trace_sha=HEX`` naming the card and trace (``kdvfs.identity``). Documented in ``docs/profile-format.md``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import csv
 import gzip
 import io
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class Profile:
         source: shape (kernels, settings), one of ``SOURCES``.
         gpu: catalog name of the card, when known.
         trace: name of the trace, when known.
+        trace_sha: content hash of the trace's kernels (``kdvfs.identity.trace_sha``), when known.
     """
 
     keys: tuple[str, ...]
@@ -68,6 +70,7 @@ class Profile:
     source: np.ndarray
     gpu: str = ""
     trace: str = ""
+    trace_sha: str = ""
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -84,7 +87,8 @@ class Profile:
             k, s = np.argwhere(bad)[0]
             raise FormatError(
                 f"profile: kernel {self.keys[k]!r} at {fmt_clock(self.settings[s][0])}/{fmt_clock(self.settings[s][1])} MHz "
-                f"has time {self.time_s[k, s]!r} s and power {self.power_w[k, s]!r} W; both must be positive numbers"
+                f"has time {float(self.time_s[k, s])!r} s and power {float(self.power_w[k, s])!r} W; both must be positive "
+                "numbers"
             )
         self._index.update({st: i for i, st in enumerate(self.settings)})
 
@@ -119,10 +123,16 @@ class Profile:
         """The same profile over a subset of settings (missing ones are an error)."""
         idx = [self.setting_index(c, m) for c, m in settings]
         return Profile(self.keys, tuple(self.settings[i] for i in idx), self.time_s[:, idx], self.power_w[:, idx],
-                       self.source[:, idx], self.gpu, self.trace)
+                       self.source[:, idx], self.gpu, self.trace, self.trace_sha)
 
     def for_trace(self, trace: Trace) -> Profile:
-        """Rows reordered to the trace's kernels; a clear error naming the missing kernels if any."""
+        """Rows reordered to the trace's kernels; a clear error naming the missing kernels, or the other trace the
+        profile was made for, if any."""
+        from kdvfs.identity import check_binding
+
+        check_binding(f"profile ({self.gpu or 'unknown card'})", self.trace, self.trace_sha, trace,
+                      f"build one for it with `kdvfs profile build --trace {trace.name} --gpu GPU -o P.csv` "
+                      "or fit one from a sweep of it")
         if self.keys == trace.kernel_keys:
             return self
         pos = {k: i for i, k in enumerate(self.keys)}
@@ -137,7 +147,7 @@ class Profile:
         if idx == list(range(len(self.keys))):
             return self
         return Profile(trace.kernel_keys, self.settings, self.time_s[idx], self.power_w[idx], self.source[idx],
-                       self.gpu, self.trace)
+                       self.gpu, self.trace, self.trace_sha)
 
 
 def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=None, source: str | None = None) -> Profile:
@@ -147,14 +157,17 @@ def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=No
     m = np.array([s[1] for s in settings])
     ev = evaluate(spec, params, c, m)
     src = np.full(ev.time_s.shape, source or params.source, dtype=object)
-    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name)
+    from kdvfs.identity import trace_sha
+
+    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name, trace_sha(trace))
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
     """Write the CSV (gzipped for ``.gz``), atomically."""
     path = Path(path)
     buf = io.StringIO()
-    buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}\n")
+    sha = f" trace_sha={profile.trace_sha}" if profile.trace_sha else ""
+    buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}{sha}\n")
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"])
     for k, key in enumerate(profile.keys):
@@ -164,48 +177,69 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     data = buf.getvalue().encode()
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    from kdvfs.fileio import write_atomic
+
+    return write_atomic(path, data, "profile output")
 
 
 def read_csv_rows(path: str | Path, what: str) -> tuple[list[dict[str, str]], dict[str, str]]:
-    """Rows of a CSV (plain or gzipped) and the ``key=value`` words of a leading ``#`` comment."""
+    """Rows of a CSV (plain or gzipped) and the ``key=value`` words of a leading ``#`` comment.
+
+    ``meta["_first_line"]`` is the file line number of the first data row (after any comment lines and the header),
+    for messages. A row with fewer or more fields than the header is an error naming its line.
+    """
     path = Path(path)
     if not path.exists():
         raise FormatError(f"{what} file {str(path)!r} does not exist; check the path")
+    if not path.is_file():
+        raise FormatError(f"{what} file {str(path)!r} is not a regular file (a directory?); give the path of the file")
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         text = raw.decode("utf-8")
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as e:
-        raise FormatError(f"{what} file {str(path)!r} cannot be read ({e}); the file may be truncated") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise FormatError(f"{what} file {str(path)!r} is not readable gzip ({e}); the file may be truncated") from None
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what} file {str(path)!r} is not UTF-8 text ({e}); is it the right file?") from None
+    except OSError as e:
+        raise FormatError(f"{what} file {str(path)!r} cannot be read ({e.strerror or e}); check the path and its "
+                          "permissions") from None
     meta: dict[str, str] = {}
     lines = text.splitlines()
+    skipped = 0
     while lines and lines[0].startswith("#"):
+        skipped += 1
         for word in lines.pop(0)[1:].split():
             if "=" in word:
                 k, v = word.split("=", 1)
                 meta[k] = "" if v == "-" else v
-    rows = list(csv.DictReader(lines))
+    meta["_first_line"] = str(skipped + 2)
+    try:
+        rows = list(csv.DictReader(lines))
+    except csv.Error as e:
+        raise FormatError(f"{what} file {str(path)!r} is not valid CSV ({e}); is it the right file?") from None
     if not rows:
         raise FormatError(f"{what} file {str(path)!r} has no data rows")
+    for i, r in enumerate(rows, start=skipped + 2):
+        if None in r or None in r.values():
+            raise FormatError(f"{what} file {str(path)!r} line {i}: {len(r) - (None in r)} columns expected, the row has "
+                              f"{'more' if None in r else 'fewer'}; fix or drop that line")
     return rows, meta
 
 
 def load_profile(path: str | Path) -> Profile:
-    """Read a profile CSV; every (kernel, setting) pair must appear once."""
+    """Read a profile CSV; every (kernel, setting) pair must appear exactly once."""
     rows, meta = read_csv_rows(path, "profile")
     need = {"kernel", "core_mhz", "mem_mhz", "time_s", "power_w"}
     if not need <= set(rows[0]):
         raise FormatError(f"profile {str(path)!r} needs columns {', '.join(sorted(need))}; it has {', '.join(rows[0])}")
     keys: dict[str, int] = {}
     settings: dict[tuple[int, int], int] = {}
+    seen: dict[tuple[int, int], int] = {}
     recs = []
     parsed: dict[tuple[str, str], tuple[int, int]] = {}  # a profile repeats each setting once per kernel: parse once
-    for i, r in enumerate(rows, start=2):
+    for i, r in enumerate(rows, start=int(meta["_first_line"])):
         try:
             raw = (r["core_mhz"], r["mem_mhz"])
             st = parsed.get(raw)
@@ -214,9 +248,19 @@ def load_profile(path: str | Path) -> Profile:
             t, p = float(r["time_s"]), float(r["power_w"])
         except (FormatError, ValueError, TypeError) as e:
             raise FormatError(f"profile {str(path)!r} line {i}: {e}") from None
+        for nm, v in (("time_s", t), ("power_w", p)):
+            if not math.isfinite(v) or v <= 0:
+                raise FormatError(f"profile {str(path)!r} line {i}: {nm} is {r[nm]!r}; it must be a positive number — "
+                                  "fix the row or rebuild the profile")
         keys.setdefault(r["kernel"], len(keys))
         settings.setdefault(st, len(settings))
-        recs.append((keys[r["kernel"]], settings[st], t, p, r.get("source") or "measured"))
+        cell = (keys[r["kernel"]], settings[st])
+        if cell in seen:
+            raise FormatError(
+                f"profile {str(path)!r} line {i}: kernel {r['kernel']!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz "
+                f"already appeared on line {seen[cell]}; each (kernel, setting) must appear once — drop one of them")
+        seen[cell] = i
+        recs.append((*cell, t, p, r.get("source") or "measured"))
     T = np.full((len(keys), len(settings)), np.nan)
     P = np.full_like(T, np.nan)
     S = np.full(T.shape, "", dtype=object)
@@ -229,4 +273,5 @@ def load_profile(path: str | Path) -> Profile:
             f"profile {str(path)!r} has no row for kernel {list(keys)[k]!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz; "
             "every kernel needs every setting — rebuild it with `kdvfs profile build` or `kdvfs profile fit`"
         )
-    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""))
+    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""),
+                   meta.get("trace_sha", ""))

@@ -103,7 +103,8 @@ class MeasurementNoise:
         """One simulated sweep: every (kernel, setting) of ``profile`` measured once."""
         t = profile.time_s * np.exp(self.time_pct / 100 * rng.standard_normal(profile.time_s.shape))
         e = profile.energy_j * np.exp(self.energy_pct / 100 * rng.standard_normal(profile.time_s.shape))
-        return Profile(profile.keys, profile.settings, t, e / t, profile.source, profile.gpu, profile.trace)
+        return Profile(profile.keys, profile.settings, t, e / t, profile.source, profile.gpu, profile.trace,
+                       profile.trace_sha)
 
 
 def reproduce_spaan2026_measured(profile: Profile | None = None, noise: MeasurementNoise = MeasurementNoise(),

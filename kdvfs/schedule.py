@@ -51,6 +51,7 @@ class Schedule:
         bound_energy_j: a proven lower bound on the optimum energy (when the solver proves one).
         gap_pct: (energy − bound) / bound.
         switch_model: the switch model the schedule was planned with (switch-aware solvers), else empty.
+        trace_sha: content hash of the trace's kernels (``kdvfs.identity``), when known.
     """
 
     trace: str
@@ -67,6 +68,7 @@ class Schedule:
     bound_energy_j: float | None = None
     gap_pct: float | None = None
     switch_model: dict = field(default_factory=dict)
+    trace_sha: str = ""
     _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -93,12 +95,13 @@ class Schedule:
 
     def check_for(self, trace: Trace, spec: GpuSpec | None = None) -> None:
         """Raise a clear error unless the schedule fits this trace (and card)."""
+        from kdvfs.identity import check_binding
+
+        fix = f"make a schedule for this trace with `kdvfs optimize --trace {trace.name} … -o S.json`"
+        check_binding("schedule", self.trace, self.trace_sha, trace, fix)
         n = len(trace.instances())
-        if self.n_instances != n or (self.trace and self.trace != trace.name):
-            raise FormatError(
-                f"schedule is for trace {self.trace!r} with {self.n_instances} instances, but trace {trace.name!r} "
-                f"has {n}; make a schedule for this trace with `kdvfs optimize --trace {trace.name} …`"
-            )
+        if self.n_instances != n:
+            raise FormatError(f"schedule has {self.n_instances} kernel instances, but trace {trace.name!r} has {n}; {fix}")
         if spec is not None:
             if self.gpu and self.gpu != spec.name:
                 raise FormatError(f"schedule was made for GPU {self.gpu!r}, not {spec.name!r}; optimise for {spec.name}")
@@ -107,7 +110,7 @@ class Schedule:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "trace": self.trace, "gpu": self.gpu, "instances": self.n_instances,
+            "format": FORMAT, "trace": self.trace, "trace_sha": self.trace_sha, "gpu": self.gpu, "instances": self.n_instances,
             "objective": self.objective, "slack_pct": self.slack_pct, "granularity": self.granularity,
             "scope": self.scope, "solver": self.solver, "bound_energy_j": self.bound_energy_j, "gap_pct": self.gap_pct,
             "predicted": self.predicted, "auto": self.auto, "switch_model": self.switch_model,
@@ -116,39 +119,61 @@ class Schedule:
         }
 
 
+def _field(doc: dict, key: str, kind, where: str, default=None):
+    v = doc.get(key, default)
+    if v is None or (isinstance(v, kind) and not isinstance(v, bool)):
+        return v
+    names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    raise FormatError(f"{where}: field {key!r} must be {names}, got {type(v).__name__} {v!r}; "
+                      "see docs/schedule-format.md or make the schedule again with `kdvfs optimize … -o S.json`")
+
+
 def schedule_from_dict(doc: dict, where: str = "schedule") -> Schedule:
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != FORMAT:
         raise FormatError(f"{where}: not a kdvfs schedule (format {fmt!r}, expected {FORMAT!r})")
+    runs = _field(doc, "runs", list, where)
+    if runs is None:
+        raise FormatError(f"{where}: missing 'runs' (a list of [core, mem, count]); see docs/schedule-format.md")
+    num = (int, float)
+    total = 0
+    for run in runs:
+        if not isinstance(run, list) or len(run) != 3:
+            raise FormatError(f"{where}: 'runs' must be a list of [core, mem, count], got {run!r}")
+        n = run[2]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise FormatError(f"{where}: run length {n!r} must be a positive integer")
+        total += n
+        if total > 10_000_000:
+            raise FormatError(f"{where}: runs cover more than 10 000 000 kernel instances; no trace has that many — "
+                              "is it the right file?")
     core, mem = [], []
-    try:
-        for c, m, n in doc["runs"]:
-            if not isinstance(n, int) or n < 1:
-                raise FormatError(f"{where}: run length {n!r} must be a positive integer")
-            core += [parse_clock(c, "core_mhz")] * n
-            mem += [parse_clock(m, "mem_mhz")] * n
-    except (KeyError, TypeError, ValueError) as e:
-        raise FormatError(f"{where}: 'runs' must be a list of [core, mem, count] ({e})") from None
-    if doc.get("instances") not in (None, len(core)):
-        raise FormatError(f"{where}: runs cover {len(core)} instances but 'instances' says {doc.get('instances')}")
+    for c, m, n in runs:
+        core += [parse_clock(c, "core_mhz")] * n
+        mem += [parse_clock(m, "mem_mhz")] * n
+    inst = _field(doc, "instances", int, where)
+    if inst not in (None, len(core)):
+        raise FormatError(f"{where}: runs cover {len(core)} instances but 'instances' says {inst}")
+    for key in ("predicted", "auto", "switch_model"):
+        _field(doc, key, dict, where)
+    slack = _field(doc, "slack_pct", num, where)
     return Schedule(
-        trace=str(doc.get("trace", "")), gpu=str(doc.get("gpu", "")), core_mhz=np.array(core, dtype=np.int64),
-        mem_mhz=np.array(mem, dtype=np.int64), objective=str(doc.get("objective", "")),
-        slack_pct=float(doc.get("slack_pct") or 0.0), granularity=str(doc.get("granularity", "")),
-        scope=str(doc.get("scope", "")), solver=str(doc.get("solver", "")), predicted=dict(doc.get("predicted") or {}),
-        auto=dict(doc.get("auto") or {}), bound_energy_j=doc.get("bound_energy_j"), gap_pct=doc.get("gap_pct"),
-        switch_model=dict(doc.get("switch_model") or {}),
+        trace=str(_field(doc, "trace", str, where, "")), gpu=str(_field(doc, "gpu", str, where, "")),
+        core_mhz=np.array(core, dtype=np.int64), mem_mhz=np.array(mem, dtype=np.int64),
+        objective=str(doc.get("objective", "")), slack_pct=float(slack or 0.0),
+        granularity=str(doc.get("granularity", "")), scope=str(doc.get("scope", "")), solver=str(doc.get("solver", "")),
+        predicted=dict(doc.get("predicted") or {}), auto=dict(doc.get("auto") or {}),
+        bound_energy_j=_field(doc, "bound_energy_j", num, where), gap_pct=_field(doc, "gap_pct", num, where),
+        switch_model=dict(doc.get("switch_model") or {}), trace_sha=str(_field(doc, "trace_sha", str, where, "")),
     )
 
 
 def save_schedule(s: Schedule, path: str | Path) -> Path:
     path = Path(path)
     from kdvfs.console import to_jsonable
+    from kdvfs.fileio import write_atomic
 
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(to_jsonable(s.to_dict()), indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, (json.dumps(to_jsonable(s.to_dict()), indent=1) + "\n").encode(), "schedule output")
 
 
 def load_schedule(path: str | Path) -> Schedule:

@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 FORMAT = "kdvfs-trace/1"
+MAX_INSTANCES = 5_000_000
+"""Kernel instances per iteration beyond any real training step (GPT-3 XL: ~2 000); larger repeat counts are typos,
+and unrolling them would exhaust memory (every optimiser and the simulator hold per-instance arrays)."""
 CATEGORIES = ("gemm", "attention", "norm", "elementwise", "reduction", "copy", "optimizer", "collective", "other")
 PASSES = ("forward", "backward", "optimizer", "other")
 
@@ -77,7 +80,8 @@ class Kernel:
                 f"kernel {self.name!r}: time_s must be a positive number of seconds, got {self.time_s!r}; "
                 "drop the kernel or give its measured duration"
             )
-        if self.energy_j is not None and (not math.isfinite(self.energy_j) or self.energy_j < 0):
+        if self.energy_j is not None and (not isinstance(self.energy_j, (int, float)) or isinstance(self.energy_j, bool)
+                                          or not math.isfinite(self.energy_j) or self.energy_j < 0):
             raise FormatError(f"kernel {self.name!r}: energy_j must be ≥ 0 J, got {self.energy_j!r}; omit it if unknown")
 
 
@@ -146,9 +150,17 @@ class Trace:
         if not self.segments:
             raise FormatError(f"trace {self.name!r} has no segments; a trace needs at least one kernel")
         names = [s.name for s in self.segments]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        counts: dict[str, int] = {}
+        for n in names:
+            counts[n] = counts.get(n, 0) + 1
+        dup = sorted(n for n, c in counts.items() if c > 1)
         if dup:
             raise FormatError(f"trace {self.name!r}: segment names must be unique, repeated: {', '.join(dup)}")
+        n_inst = sum(s.repeat * len(s.kernels) for s in self.segments)
+        if n_inst > MAX_INSTANCES:
+            raise FormatError(
+                f"trace {self.name!r} unrolls to {n_inst} kernel instances per iteration, more than {MAX_INSTANCES} "
+                "(a GPT-3 XL iteration has ~2 000); check the segments' repeat counts")
 
     # ------------------------------------------------------------------ views
     @property
@@ -292,8 +304,32 @@ def _need(d: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, .
         raise FormatError(f"{where}: missing field {key!r}; see docs/trace-format.md")
     v = d[key]
     if not isinstance(v, kind) or isinstance(v, bool):
-        raise FormatError(f"{where}: field {key!r} has the wrong type ({type(v).__name__}: {v!r}); see docs/trace-format.md")
+        raise FormatError(f"{where}: field {key!r} has the wrong type ({type(v).__name__}: {str(v)[:80]!r}); "
+                          "see docs/trace-format.md")
     return v
+
+
+def _opt(d: dict, key: str, kind, where: str) -> None:
+    """An optional field: None or of ``kind`` (bool never counts as a number); numbers must be finite."""
+    v = d.get(key)
+    if v is None:
+        return
+    if not isinstance(v, kind) or isinstance(v, bool):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise FormatError(f"{where}: field {key!r} must be {names} or absent, got {type(v).__name__} {v!r}; "
+                          "see docs/trace-format.md")
+    if isinstance(v, (int, float)):
+        d[key] = _float(v, key, where) if isinstance(v, float) or not isinstance(kind, type) else v
+
+
+def _float(v, key: str, where: str) -> float:
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise FormatError(f"{where}: field {key!r} is {v!r}; it must be a finite number — see docs/trace-format.md")
+    return f
 
 
 def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
@@ -324,14 +360,21 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             if "time_s" not in kd or kd["time_s"] is None:
                 raise FormatError(f"{kw}: missing duration 'time_s'; every kernel needs its measured time in seconds")
             extra = {f: kd.get(f) for f in _KERNEL_FIELDS[3:]}
+            for f in ("energy_j", "flops", "bytes"):
+                _opt(extra, f, (int, float), kw)
+            _opt(extra, "stream", int, kw)
+            _opt(extra, "op", str, kw)
             for f in ("grid", "block"):
-                dims = extra[f]
-                if dims is not None:
-                    extra[f] = tuple(int(x) for x in dims)
+                v = extra[f]
+                if v is not None:
+                    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                        raise FormatError(f"{kw}: field {f!r} must be a list of whole numbers (CUDA dimensions), got "
+                                          f"{v!r}; see docs/trace-format.md")
+                    extra[f] = tuple(v)
             try:
                 kernels.append(Kernel(
                     name=str(_need(kd, "name", kw, str)), category=str(kd.get("category", "other")),
-                    time_s=float(_need(kd, "time_s", kw, (int, float))), **extra,
+                    time_s=_float(_need(kd, "time_s", kw, (int, float)), "time_s", kw), **extra,
                 ))
             except FormatError as e:
                 raise FormatError(f"{kw}: {e}") from None
@@ -340,10 +383,19 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             repeat=int(_need(sd, "repeat", sw, int)), pass_name=str(sd.get("pass", "other")),
         ))
     clocks = doc.get("capture_clocks") or {}
+    if not isinstance(clocks, Mapping):
+        raise FormatError(f"{where}: field 'capture_clocks' must be an object {{\"core_mhz\": …, \"mem_mhz\": …}}, got "
+                          f"{type(clocks).__name__} {clocks!r}; see docs/trace-format.md")
+    top = {k: doc.get(k) for k in ("batch_size", "seq_len")}
+    for k in top:
+        _opt(top, k, int, where)
+    cl = {k: clocks.get(k) for k in ("core_mhz", "mem_mhz")}
+    for k in cl:
+        _opt(cl, k, int, f"{where}: capture_clocks")
     return Trace(
         name=str(doc.get("name", "")), segments=tuple(segs), model=str(doc.get("model", "")),
-        batch_size=doc.get("batch_size"), seq_len=doc.get("seq_len"), gpu=str(doc.get("gpu", "")),
-        capture_core_mhz=clocks.get("core_mhz"), capture_mem_mhz=clocks.get("mem_mhz"),
+        batch_size=top["batch_size"], seq_len=top["seq_len"], gpu=str(doc.get("gpu", "")),
+        capture_core_mhz=cl["core_mhz"], capture_mem_mhz=cl["mem_mhz"],
         source=str(doc.get("source", "")), licence=str(doc.get("licence", "")), notes=str(doc.get("notes", "")),
     )
 
@@ -358,15 +410,24 @@ def read_json_document(path: Path, what: str) -> Any:
         if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         return json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise FormatError(f"{what} file {str(path)!r} is not readable gzip/JSON ({e}); the file may be truncated — re-export it") from None
+    except IsADirectoryError:
+        raise FormatError(f"{what} file {str(path)!r} is a directory; give the path of the file") from None
+    except OSError as e:
+        raise FormatError(f"{what} file {str(path)!r} cannot be read ({e.strerror or e}); check the path and its "
+                          "permissions") from None
     except UnicodeDecodeError as e:
         raise FormatError(f"{what} file {str(path)!r} is not UTF-8 text ({e}); is it the right file?") from None
+    except RecursionError:
+        raise FormatError(f"{what} file {str(path)!r} nests JSON too deeply to be a {what}; is it the right file?") from None
     except json.JSONDecodeError as e:
         raise FormatError(
             f"{what} file {str(path)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
             "the file may be truncated — re-export it"
         ) from None
+    except ValueError as e:  # e.g. an integer literal beyond Python's digit limit
+        raise FormatError(f"{what} file {str(path)!r} holds a value JSON cannot represent here ({e}); re-export it") from None
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -379,10 +440,9 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     path = Path(path)
     text = json.dumps(trace_to_dict(trace), indent=1, sort_keys=False) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    from kdvfs.fileio import write_atomic
+
+    return write_atomic(path, data, "trace output")
 
 
 def segments_from_pairs(pairs: Iterable[tuple[str, str, int, list[Kernel]]]) -> tuple[Segment, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -71,6 +73,27 @@ def _straggler(run: GpuRun, f: float, cap_w: float) -> GpuRun:
     return replace(run, T=T, P=P)
 
 
+BYTES_PER_GPU_INSTANCE = 4096
+"""Memory the multi-GPU engine holds per simulated GPU and kernel instance (measured: ~3 KB on the bundled trace at 16
+and 64 GPUs, `/usr/bin/time -f %M kdvfs simulate --gpus N`), rounded up."""
+MAX_GPU_INSTANCES = 20_000_000
+"""Simulated GPU × instances beyond which a run would take hours (~50 µs per GPU-instance on one core)."""
+
+
+def check_resources(gpus: int, instances: int) -> None:
+    """Refuse, before any work, a simulation that would exhaust memory or run for hours (``--gpus 100000``)."""
+    need = gpus * instances
+    avail = None
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > MAX_GPU_INSTANCES or (avail and need * BYTES_PER_GPU_INSTANCE > 0.5 * avail):
+        most = max(1, min(MAX_GPU_INSTANCES, int(0.5 * (avail or 1e18) / BYTES_PER_GPU_INSTANCE)) // max(instances, 1))
+        raise InputError(
+            f"simulating {gpus} GPUs × {instances} kernel instances needs ~{need * BYTES_PER_GPU_INSTANCE / 2**30:.1f} "
+            f"GiB and hours; this machine allows at most {most} GPUs for this trace — the savings per GPU settle by "
+            "16–64 GPUs (`--scaling 1,2,4,8,16,32,64`)")
+
+
 def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, cfg: SimConfig | None = None,
              parallel: ParallelConfig | None = None, path: str = "auto",
              unthrottled: tuple[np.ndarray, np.ndarray] | None = None) -> SimResult:
@@ -82,6 +105,7 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
     """
     cfg = cfg or SimConfig(switch=spec.switch, costs=SwitchCosts.for_gpu(spec))
     pc = parallel or ParallelConfig()
+    check_resources(pc.gpus, len(trace.instances()))
     run = build_run(trace, profile, schedule, spec)
     if cfg.governor_lag_s > 0:
         if unthrottled is None:

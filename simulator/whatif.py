@@ -43,6 +43,8 @@ class Scenario:
 
 def default_latencies(n: int = 13) -> list[float]:
     """Log-spaced from 100 ns to 200 ms."""
+    if not isinstance(n, int) or not 1 <= n <= 1000:
+        raise InputError(f"--latency-points {n!r} must be a whole number in 1–1000; give e.g. --latency-points 13")
     return [float(x) for x in np.logspace(np.log10(1e-7), np.log10(0.2), n)]
 
 
@@ -53,10 +55,14 @@ def grid(gpus: list[str], latencies: Sequence[float | None], mechanisms: list[st
     for p in policies:
         Policy.parse(p)
     for lat in latencies:
-        if lat is not None and (not np.isfinite(lat) or lat <= 0):
-            raise InputError(f"switch latency must be > 0 s, got {lat!r}; e.g. 6e-3 for Hopper")
+        if lat is not None and (not np.isfinite(lat) or lat <= 0 or lat > 10.0):
+            raise InputError(f"switch latency must be in (0, 10] s, got {lat!r}; e.g. 6e-3 for Hopper")
     for g in gpus:
         get_gpu(g)
+    from kdvfs.optimize.problem import check_slack
+
+    for s in slacks:
+        check_slack(s)
     return [Scenario(g, lat, m, p, s) for g, lat, m, p, s in itertools.product(gpus, latencies, mechanisms, policies, slacks)]
 
 

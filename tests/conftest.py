@@ -40,3 +40,9 @@ def run_cli(args, capsys):
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(autouse=True)
+def _kdvfs_state_dir(tmp_path_factory, monkeypatch):
+    """Clock markers (hw_backend.safety) go to a temporary folder, never the user's ~/.cache."""
+    monkeypatch.setenv("KDVFS_STATE_DIR", str(tmp_path_factory.mktemp("kdvfs-state")))

@@ -91,7 +91,7 @@ def test_clock_guard_restores_on_exception(fake):
 
 def _rows(p):
     with open(p, newline="") as f:
-        return list(csv.DictReader(f))
+        return list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
 
 
 def test_interrupted_sweep_resumes_without_loss_or_doubles(tmp_path, spaan_trace, fake):

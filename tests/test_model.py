@@ -74,8 +74,14 @@ def test_profile_roundtrip_and_coverage(tmp_path, spaan_trace):
     from kdvfs.trace import Trace
 
     bigger = Trace("x", (other, other.__class__("extra", other.kernels, 1, "forward")))
+    assert back.trace_sha == prof.trace_sha != ""
+    with pytest.raises(FormatError, match="made for trace 'gpt3xl-llmc-rtx3080ti' with kernels"):
+        back.for_trace(bigger)  # bound to its trace by the kernels' hash
+    import dataclasses
+
+    unbound = dataclasses.replace(back, trace="", trace_sha="")  # a file from before the hash: coverage still checked
     with pytest.raises(FormatError, match="misses 2 kernel"):
-        back.for_trace(bigger)
+        unbound.for_trace(bigger)
 
 
 def test_bundled_profiles_load_and_cover(spaan_trace, spaan_profile):

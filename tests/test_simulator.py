@@ -140,7 +140,7 @@ def test_multi_gpu_dp_tp(spaan_problem):
 def test_bad_input(spaan_problem, tmp_path, capsys):
     tr, prof, s = tiny()
     other = Schedule("other", "rtx3080ti", np.zeros(5, int), np.zeros(5, int))
-    with pytest.raises(FormatError, match="schedule is for trace 'other' with 5 instances"):
+    with pytest.raises(FormatError, match="schedule was made for trace 'other', not 'tiny'"):
         simulate(tr, prof, other, G)
     bad = Schedule("tiny", "rtx3080ti", np.array([0, 1055]), np.array([0, 9501]))
     with pytest.raises(UnsupportedClockError, match="1055 MHz is not supported"):
@@ -157,7 +157,7 @@ def test_bad_input(spaan_problem, tmp_path, capsys):
         code, _, err = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(sp), "--gpu", "rtx3080ti"] + extra, capsys)
         assert code == 2 and needle in err
     code, _, err = run_cli(["simulate", "--trace", "gpt3xl-torch-h200-bf16", "--schedule", str(sp), "--gpu", "h200"], capsys)
-    assert code == 2 and "schedule is for trace 'gpt3xl-llmc-rtx3080ti'" in err
+    assert code == 2 and "schedule was made for trace 'gpt3xl-llmc-rtx3080ti' with kernels" in err
 
 
 def test_simulate_cli_json_and_timeline(tmp_path, capsys, spaan_problem):

@@ -54,7 +54,7 @@ def test_ray_matches_local():
 
 
 def test_bad_grid_values():
-    with pytest.raises(InputError, match="switch latency must be > 0 s"):
+    with pytest.raises(InputError, match=r"switch latency must be in \(0, 10\] s"):
         grid(["h200"], [0.0], ["sync"], ["auto"], [0.0])
     with pytest.raises(InputError, match="policy 'best' is not one of"):
         grid(["h200"], [1e-3], ["sync"], ["best"], [0.0])

@@ -44,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     except KdvfsError as e:
         print(f"kdvfs: error: {e}", file=sys.stderr)
         return 2
+    except (OSError, MemoryError) as e:
+        # last resort: readers and writers translate their own failures; this keeps any that slip through to one line
+        logging.getLogger(__name__).debug("unexpected", exc_info=True)
+        what = f"{e.strerror} ({e.filename})" if isinstance(e, OSError) and e.strerror else type(e).__name__
+        print(f"kdvfs: error: {what}; check the paths and free memory/disk (run with -v for details)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("kdvfs: interrupted", file=sys.stderr)
         return 130

@@ -40,10 +40,12 @@ def cmd_gpu_show(a) -> int:
 
 
 def cmd_profile_build(a) -> int:
+    from kdvfs.fileio import check_output_path
     from kdvfs.gpus import get_gpu
     from kdvfs.model import default_params
     from kdvfs.profile import build_profile, save_profile
 
+    check_output_path(a.output, "profile output")
     t, g = load_trace(a.trace), get_gpu(a.gpu)
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
@@ -53,12 +55,22 @@ def cmd_profile_build(a) -> int:
 
 
 def cmd_profile_fit(a) -> int:
+    import dataclasses
+
+    from kdvfs.fileio import check_output_path
     from kdvfs.fit import fit_profile, read_sweep
     from kdvfs.gpus import get_gpu
+    from kdvfs.identity import check_sweep_card, file_header
     from kdvfs.profile import save_profile
 
+    check_output_path(a.output, "profile output")
     sw = read_sweep(a.sweep)
-    p = fit_profile(sw, get_gpu(a.gpu), trace_name=a.trace_name or "")
+    spec = get_gpu(a.gpu)
+    check_sweep_card(a.sweep, sw, spec)
+    head = file_header(a.sweep)
+    p = fit_profile(sw, spec, trace_name=a.trace_name or head.get("trace", ""))
+    if head.get("trace_sha") and (not a.trace_name or a.trace_name == head.get("trace")):
+        p = dataclasses.replace(p, trace_sha=head["trace_sha"])
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "fitted"}
     print_json(doc) if a.json else out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (fitted)")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import atexit
 import json
+import sys
 import time
+from pathlib import Path
 
 from kdvfs.console import make_console, print_json
 from kdvfs.errors import InputError
@@ -17,12 +19,29 @@ from kdvfs.errors import InputError
 __all__ = ["make_backend", "register"]
 
 
+def check_noise(noise) -> float:
+    """The fake backend's relative noise: a finite number in [0, 0.5] (NaN used to hang the sweep)."""
+    import math
+
+    if not isinstance(noise, (int, float)) or not math.isfinite(noise) or not 0 <= noise <= 0.5:
+        raise InputError(f"--noise {noise!r} must be a relative scatter in [0, 0.5] (0.01 = 1 %); give e.g. --noise 0.01")
+    return float(noise)
+
+
+def report_stale_marker(be) -> None:
+    """Tell the user when a killed run may have left this card's clocks locked (``hw_backend.safety``)."""
+    msg = be.marker.stale() if getattr(be, "marker", None) is not None else None
+    if msg:
+        print(f"kdvfs: warning: {msg}", file=sys.stderr)
+
+
 def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int = 0, noise: float = 0.01,
-                 fake_state: str | None = None):
+                 fake_state: str | None = None, device: str | None = None):
     """(backend, workload) for ``fake`` or ``nvml`` — the one factory the command line uses."""
     from hw_backend.nvml import NvmlBackend
     from kdvfs.bundled import model_params
 
+    check_noise(noise)
     if kind == "fake":
         from hw_backend.fake import FakeNvml
         from hw_backend.sim_workload import SimulatedWorkload
@@ -31,12 +50,14 @@ def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int
         if fake_state:
             atexit.register(lambda: open(fake_state, "w").write(json.dumps(  # noqa: SIM115
                 {"at_default_clocks": fake.at_default_clocks, "calls": [c[0] for c in fake.calls][-20:]})))
-        be = NvmlBackend(fake, observe_only=not allow_clock_control)
+        be = NvmlBackend(fake, observe_only=not allow_clock_control, device=device, env={})
+        report_stale_marker(be)
         return be, SimulatedWorkload(trace, fake)
     if kind == "nvml":
         from hw_backend.sim_workload import TorchWorkload
 
-        be = NvmlBackend(observe_only=not allow_clock_control)
+        be = NvmlBackend(observe_only=not allow_clock_control, device=device)
+        report_stale_marker(be)
         return be, TorchWorkload(trace)
     raise InputError(f"backend {kind!r} is not fake or nvml")
 
@@ -44,15 +65,19 @@ def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int
 def cmd_sweep(a) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from hw_backend.sweep import parse_settings, run_sweep, sparse_sweep
+    from hw_backend.sweep import check_output, check_sweep_args, parse_settings, run_sweep, sparse_sweep
     from kdvfs.bundled import load_trace_by_name
     from kdvfs.gpus import get_gpu
 
+    # every range first: nothing is opened, locked or written for a bad argument
+    check_sweep_args(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, min_steps=a.min_steps)
+    check_noise(a.noise)
     spec = get_gpu(a.gpu)
     trace = load_trace_by_name(a.trace)
     settings = parse_settings(a.settings, spec)
     be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed,
-                          noise=a.noise, fake_state=a.fake_state)
+                          noise=a.noise, fake_state=a.fake_state, device=a.device)
+    check_output(Path(a.output), spec, wl)
     c = make_console()
     kw = dict(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, allow_clock_control=a.allow_clock_control,
               min_steps=a.min_steps)
@@ -79,12 +104,22 @@ def cmd_validate(a) -> int:
     from kdvfs.profile import load_profile
     from kdvfs.schedule import load_schedule
 
+    if not isinstance(a.repeats, int) or not 1 <= a.repeats <= 1000:
+        raise InputError(f"--repeats {a.repeats!r} must be a whole number in 1–1000; give e.g. --repeats 3")
+    from hw_backend.sweep import check_sweep_args
+
+    check_sweep_args(window_s=a.window, warmup_s=a.warmup, repeats=1, min_steps=a.min_steps)
+    check_noise(a.noise)
     spec = get_gpu(a.gpu)
     trace = load_trace_by_name(a.trace)
+    from kdvfs.identity import check_card
+
     prof = load_profile(resolve_profile_path(a.profile or a.trace))
+    check_card(prof.gpu, spec.name)
     sched = load_schedule(a.schedule)
     sched.check_for(trace, spec)
-    be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed, noise=a.noise)
+    be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed, noise=a.noise,
+                          device=a.device)
     res = validate(be, wl, trace, prof, sched, spec, mode=a.mode, repeats=a.repeats, window_s=a.window,
                    warmup_s=a.warmup, allow_clock_control=a.allow_clock_control, noop_writes=a.noop_writes,
                    min_steps=a.min_steps)
@@ -102,9 +137,9 @@ def cmd_validate(a) -> int:
 def cmd_reset(a) -> int:
     from hw_backend.nvml import NvmlBackend
 
-    be = NvmlBackend(observe_only=False)
-    be.reset_clocks()
-    make_console().print(f"clocks of {be.name} reset to the driver's defaults")
+    be = NvmlBackend(observe_only=False, device=a.device)
+    be.reset_clocks()  # also removes the card's clock marker
+    make_console().print(f"clocks of {be.name} {be.uuid} reset to the driver's defaults")
     return 0
 
 
@@ -120,6 +155,7 @@ def register(sub, j) -> None:
         sp.add_argument("--min-steps", type=int, default=20, help="energy-counter steps per window at least")
         sp.add_argument("--seed", type=int, default=0, help="fake backend: noise seed")
         sp.add_argument("--noise", type=float, default=0.01, help="fake backend: relative time noise (power: twice)")
+        device_arg(sp)
         return sp
 
     sp = j(common(sub.add_parser("sweep", help="measure kernels at clock settings (resumable)")))
@@ -139,7 +175,13 @@ def register(sub, j) -> None:
     sp.set_defaults(fn=cmd_validate)
 
     sp = sub.add_parser("reset-clocks", help="restore the driver's default clocks (needs root)")
+    device_arg(sp)
     sp.set_defaults(fn=cmd_reset)
+
+
+def device_arg(sp) -> None:
+    sp.add_argument("--device", help="the card: NVML index, UUID (GPU-…) or PCI bus id (default: the first entry of "
+                                     "CUDA_VISIBLE_DEVICES, else index 0)")
 
 
 def argparse_hidden():

@@ -17,6 +17,10 @@ def cmd_optimize(a) -> int:
     from kdvfs.schedule import save_schedule
     from kdvfs.switching import SwitchCosts
 
+    if a.output:
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "schedule output")
     pb = problem(a)
     if a.switch_aware:
         card = a.gpu or pb.profile.gpu
@@ -45,6 +49,11 @@ def cmd_frontier(a) -> int:
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier
 
+    if a.output:
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "CSV output", make_parents=True)
+        check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
     pb = problem(a)
     scopes = ["local", "global"] if a.scope == "both" else [a.scope]
     curves = {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step) for sc in scopes}
@@ -97,6 +106,8 @@ def cmd_reproduce(a) -> int:
     noise = MeasurementNoise(d.time_pct if a.noise_time_pct is None else a.noise_time_pct,
                              d.energy_pct if a.noise_energy_pct is None else a.noise_energy_pct)
     seeds = 20 if a.seeds is None else a.seeds
+    if not 1 <= seeds <= 10_000:
+        raise InputError(f"--seeds {seeds} must be a whole number of simulated sweeps in 1–10000; e.g. --seeds 20")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     err = make_console(sys.stderr)
@@ -144,9 +155,11 @@ def compare_rows(pb, spec, sw, mechanism: str, slack: float) -> list[dict]:
 
 def cmd_compare(a) -> int:
     from kdvfs.gpus import get_gpu
+    from kdvfs.identity import check_card
 
     pb = problem(a)
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+    check_card(pb.profile.gpu, spec.name)
     sw = switch_model(a, spec.name)
     rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
     if a.json:

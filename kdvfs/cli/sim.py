@@ -18,12 +18,14 @@ GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IV
 
 def cmd_simulate(a) -> int:
     from kdvfs.gpus import get_gpu
+    from kdvfs.identity import check_card
     from kdvfs.schedule import load_schedule
     from kdvfs.switching import SwitchCosts
     from simulator import ParallelConfig, SimConfig, simulate, write_timeline
 
     pb = problem(a)
     spec = get_gpu(a.gpu)
+    check_card(pb.profile.gpu, spec.name)
     sched = load_schedule(a.schedule)
     a.parallel_given = a.parallel is not None
     a.parallel = a.parallel or "dp"
@@ -123,18 +125,31 @@ def cmd_whatif(a) -> int:
     profile_ref = a.profile or a.trace
     card = a.gpu
     get_gpu(card)
+    from kdvfs.bundled import resolve_profile_path
+    from kdvfs.identity import check_card, file_header
+
+    check_card(file_header(resolve_profile_path(profile_ref)).get("gpu", ""), get_gpu(card).name)
     presets = a.switch_model or [card]
     lats: list = [None] if a.preset_latency_only else (a.latency or default_latencies(a.latency_points))
     scen = grid(presets, lats, a.mechanism or ["sync", "predictive"], a.policy or ["auto", "pass", "ideal", "naive", "switch-aware"],
                 a.slack or [0.0])
+    if a.output:  # before computing: a scenario grid must not be lost to an unwritable path
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "CSV output", make_parents=True)
+        check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
     c = make_console()
     t0 = time.perf_counter()
     rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c)
     if a.output:
-        write_csv(rows, a.output)
+        write_csv(rows, a.output)  # the results first: a failing figure must not lose them
         png = Path(a.png or Path(a.output).with_suffix(".png"))
-        plot_whatif(rows, png, {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
-                    f"{trace_ref} on {card}")
+        try:
+            plot_whatif(rows, png, {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
+                        f"{trace_ref} on {card}")
+        except OSError as e:
+            raise InputError(f"figure {str(png)!r} could not be written ({e.strerror or e}); the results are in "
+                             f"{a.output}") from None
     if a.json:
         print_json(rows)
         return 0

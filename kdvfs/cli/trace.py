@@ -47,6 +47,9 @@ def cmd_trace_import(a) -> int:
     if not src.exists():
         raise InputError(f"file {str(src)!r} does not exist; check the path")
     if src.suffix == ".csv":
+        if a.repeat:
+            raise InputError(f"--repeat applies to PyTorch profiler traces; the kernel table {str(src)!r} carries its own "
+                             "repeat counts — drop --repeat")
         t = import_spaan_csv(src, name=a.name or "gpt3xl-llmc-rtx3080ti")
         info: dict[str, Any] = {"labelled": True, "assigned_time_share": 1.0}
     else:

@@ -12,9 +12,9 @@ from kdvfs.optimize.frontier import frontier
 from kdvfs.optimize.granularity import GRANULARITIES, SCOPES, allocate, allocate_schedule, optimize
 from kdvfs.optimize.policies import policy_schedule
 from kdvfs.optimize.problem import OBJECTIVES, Allocation, Problem
-from kdvfs.optimize.switchaware import evaluate_with_switching, switch_aware
+from kdvfs.optimize.switchaware import coarse_switch_aware, evaluate_with_switching, switch_aware
 
 __all__ = [
     "Allocation", "GRANULARITIES", "OBJECTIVES", "Problem", "SCOPES", "allocate", "allocate_schedule",
-    "evaluate_with_switching", "frontier", "optimize", "policy_schedule", "switch_aware",
+    "coarse_switch_aware", "evaluate_with_switching", "frontier", "optimize", "policy_schedule", "switch_aware",
 ]

@@ -14,7 +14,7 @@ __all__ = ["frontier"]
 def frontier(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
              slack_step: float = 1.0, granularity: str = "kernel") -> list[dict]:
     """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown."""
-    if slack_step <= 0 or slack_max < slack_min:
+    if not all(np.isfinite([slack_min, slack_max, slack_step])) or slack_step <= 0 or slack_max < slack_min:
         raise InputError(f"need slack-step > 0 and slack-max ≥ slack-min, got {slack_min}, {slack_max}, {slack_step}")
     n = int(np.floor((slack_max - slack_min) / slack_step + 1e-9)) + 1
     if n > 10000:

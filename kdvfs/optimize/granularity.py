@@ -12,7 +12,7 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.modes import Granularity, Objective, Scope
 from kdvfs.optimize.knapsack import kernel_hulls, solve_fast, solve_local, solve_milp
-from kdvfs.optimize.problem import Allocation, Problem, check_objective
+from kdvfs.optimize.problem import Allocation, Problem, check_objective, check_slack
 from kdvfs.schedule import Schedule
 
 __all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule"]
@@ -105,7 +105,9 @@ def _kernel_waste(q: _Request) -> Allocation:
     if q.scope is Scope.LOCAL:
         return solve_local(pb.T, pb.E, pb.r, pb.T[:, pb.auto] * (1 + q.slack_pct / 100.0))
     budget = pb.budget(q.slack_pct)
-    return solve_milp(pb.T, pb.E, pb.r, budget) if q.solver == "milp" else solve_fast(pb.T, pb.E, pb.r, budget)
+    if q.solver == "milp":
+        return solve_milp(pb.T, pb.E, pb.r, budget, auto=pb.auto)
+    return solve_fast(pb.T, pb.E, pb.r, budget, auto=pb.auto)
 
 
 # grouped strategies (static, pass): the kernels of a group share one setting -------------------------------------------
@@ -136,8 +138,9 @@ def _group_waste(q: _Request, groups: list[np.ndarray], GT: np.ndarray, GE: np.n
     if q.scope is Scope.LOCAL or len(groups) == 1:
         a = solve_local(GT, GE, ones, GT[:, pb.auto] * (1 + q.slack_pct / 100.0))
         return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{q.granularity} local")
-    a = solve_milp(GT, GE, ones, pb.budget(q.slack_pct))
-    return _expand(pb, groups, [next(iter(c)) for c in a.counts], f"{q.granularity} global (MILP)", a.bound_energy_j)
+    a = solve_milp(GT, GE, ones, pb.budget(q.slack_pct), auto=pb.auto)
+    name = f"{q.granularity} global (MILP)" if a.solver.startswith("milp") else f"{q.granularity} global ({a.solver})"
+    return _expand(pb, groups, [next(iter(c)) for c in a.counts], name, a.bound_energy_j)
 
 
 _KERNEL_STRATEGIES: dict[Objective, Callable[[_Request], Allocation]] = {
@@ -154,6 +157,7 @@ def allocate(pb: Problem, objective: str = "waste", slack_pct: float = 0.0, gran
              scope: str = "global", solver: str = "fast") -> Allocation:
     """The allocation for one objective/granularity/scope: the modes are checked once, then one small strategy per
     objective solves either the kernel-level problem or the grouped one (static, pass)."""
+    check_slack(slack_pct)
     q = _Request(pb, check_objective(objective), Granularity.parse(granularity), Scope.parse(scope), slack_pct, solver)
     if solver not in ("fast", "milp"):
         raise InputError(f"solver {solver!r} is not fast or milp")

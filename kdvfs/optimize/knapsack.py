@@ -8,6 +8,7 @@ Items are kernels with ``r_k`` identical instances; an allocation may split a ke
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 from collections import OrderedDict
@@ -19,7 +20,33 @@ from kdvfs.optimize.problem import Allocation
 
 # scipy.optimize is imported inside solve_milp: it takes ~0.3 s to import and the default (fast) solver never needs it
 
-__all__ = ["kernel_hulls", "pareto_front", "lower_hull", "solve_fast", "solve_milp", "solve_local"]
+__all__ = ["fastest_allocation", "kernel_hulls", "pareto_front", "lower_hull", "solve_fast", "solve_milp", "solve_local"]
+
+log = logging.getLogger(__name__)
+
+FASTEST_REL = 1e-12
+"""A budget within this relative distance of the fastest total time leaves no room to trade: the fastest allocation is
+the only answer, and handing it to a solver only invites its feasibility tolerance to say "infeasible"."""
+
+
+def fastest_allocation(T: np.ndarray, E: np.ndarray, r: np.ndarray, auto: int | None = None) -> Allocation:
+    """Every kernel at its fastest setting: ``auto`` where auto is (one of) the fastest, else the least energy among
+    the settings of exactly the least time. Meets any budget at or above the fastest total time."""
+    counts = []
+    for k in range(T.shape[0]):
+        tmin = T[k].min()
+        if auto is not None and T[k, auto] <= tmin:
+            s = int(auto)
+        else:
+            ok = np.flatnonzero(T[k] <= tmin)
+            s = int(ok[np.argmin(E[k, ok])])
+        counts.append({s: int(r[k])})
+    # no bound is claimed: settings tied at the least time could hold a lower energy than auto
+    return Allocation(tuple(counts), "fastest (budget at the fastest time)")
+
+
+def _at_fastest(T: np.ndarray, r: np.ndarray, budget: float) -> bool:
+    return budget <= float(r @ T.min(axis=1)) * (1 + FASTEST_REL)
 
 
 def pareto_front(t: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -91,23 +118,43 @@ it the local optimum would depend on whether a profile was rounded on its way th
 
 
 def solve_local(T: np.ndarray, E: np.ndarray, r: np.ndarray, bound_t: np.ndarray) -> Allocation:
-    """Each kernel: the least energy with its own time ≤ its bound (times within ``TIME_TIE_REL`` count as equal)."""
-    counts = []
+    """Each kernel: the least energy with its own time ≤ its bound (times within ``TIME_TIE_REL`` count as equal).
+
+    The tie band may not cost time overall: where the choices sum past ``r · bound_t`` (the slack asked for), the kernels
+    that used the band go back, largest excess first, to their least energy strictly within their bound.
+    """
+    choice = []
     for k in range(T.shape[0]):
         ok = np.nonzero(T[k] <= bound_t[k] * (1 + TIME_TIE_REL))[0]
-        s = int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k]))
-        counts.append({s: int(r[k])})
-    return Allocation(tuple(counts), "local")
+        choice.append(int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k])))
+    total = float(sum(r[k] * bound_t[k] for k in range(T.shape[0])))
+    t = float(sum(r[k] * T[k, s] for k, s in enumerate(choice)))
+    if t > total:
+        banded = sorted((k for k, s in enumerate(choice) if T[k, s] > bound_t[k]),
+                        key=lambda k: -r[k] * (T[k, choice[k]] - bound_t[k]))
+        for k in banded:
+            ok = np.nonzero(T[k] <= bound_t[k])[0]
+            s = int(ok[np.argmin(E[k, ok])]) if len(ok) else int(np.argmin(T[k]))
+            t += r[k] * (T[k, s] - T[k, choice[k]])
+            choice[k] = s
+            if t <= total:
+                break
+    return Allocation(tuple({s: int(r[k])} for k, s in enumerate(choice)), "local")
 
 
-def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> Allocation:
+def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
     """Lagrangian on the per-kernel hulls, the boundary kernels split integrally, then greedy use of the slack.
 
     Hull segments are taken in order of falling energy saved per second; a kernel whose next segment does not fit
     whole moves as many instances as fit and stops there, and later (cheaper) segments of other kernels still use
     the room left. The Lagrangian dual value at the first segment that did not fit is a proven lower bound on the
     optimum energy.
+
+    A budget at (or below) the fastest total time returns ``fastest_allocation`` (``auto`` preferred where it is
+    fastest).
     """
+    if _at_fastest(T, r, budget):
+        return fastest_allocation(T, E, r, auto)
     K = T.shape[0]
     hulls = kernel_hulls(T, E)
     # segments between consecutive hull points sorted by energy saved per time; start at each kernel's fastest hull
@@ -202,8 +249,29 @@ def _native_stdout_silenced():
         os.close(null)
 
 
-def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float = 60.0) -> Allocation:
-    """Exact integer optimum (HiGHS through ``scipy.optimize.milp``) over each kernel's Pareto-efficient settings."""
+def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float = 60.0,
+               auto: int | None = None) -> Allocation:
+    """Exact integer optimum (HiGHS through ``scipy.optimize.milp``) over each kernel's Pareto-efficient settings.
+
+    Never raises for a budget at or above the fastest time: at the fastest time it returns ``fastest_allocation``;
+    where HiGHS finds nothing, or cannot keep the budget within its tolerance, or fails, it falls back to
+    ``solve_fast`` (solver named ``fast (HiGHS fallback: …)``), whose Lagrangian bound keeps the gap reported.
+    """
+    if _at_fastest(T, r, budget):
+        return fastest_allocation(T, E, r, auto)
+    try:
+        return _solve_highs(T, E, r, budget, time_limit_s)
+    except _HighsFailed as e:
+        log.warning("HiGHS: %s; using the fast solver instead", e)
+        a = solve_fast(T, E, r, budget, auto)
+        return Allocation(a.counts, f"fast (HiGHS fallback: {e})", a.bound_energy_j)
+
+
+class _HighsFailed(Exception):
+    """HiGHS returned no usable answer (infeasible within its tolerances, over budget, or an error)."""
+
+
+def _solve_highs(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float) -> Allocation:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix
 
@@ -222,11 +290,14 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
     A = A.tocsr()
     bound = None
     for _ in range(4):
-        with _native_stdout_silenced():  # HiGHS prints debugging lines on some instances, which would break --json
-            res = milp(c, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
-                       options={"time_limit": time_limit_s, "mip_rel_gap": 1e-9})
+        try:
+            with _native_stdout_silenced():  # HiGHS prints debugging lines on some instances, which would break --json
+                res = milp(c, constraints=LinearConstraint(A, lo, hi), integrality=np.ones(n), bounds=Bounds(0, ub),
+                           options={"time_limit": time_limit_s, "mip_rel_gap": 1e-9})
+        except (ValueError, RuntimeError, MemoryError) as e:
+            raise _HighsFailed(f"HiGHS failed: {e}") from e
         if res.x is None:
-            raise RuntimeError(f"MILP found no solution: {res.message}")
+            raise _HighsFailed(f"no solution ({res.message})")
         if bound is None:  # the first solve's bound is the one for the problem as posed
             b = getattr(res, "mip_dual_bound", None)
             bound = float(b) if b is not None and np.isfinite(b) else float(res.fun)
@@ -241,5 +312,5 @@ def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_
         # HiGHS honours the constraint to its feasibility tolerance (~1e-7 relative seen): tighten by twice the excess
         hi[-1] -= 2 * (t - budget)
     else:
-        raise RuntimeError(f"MILP could not keep the time budget {budget:.9g} s within its tolerance (got {t:.9g} s)")
+        raise _HighsFailed(f"could not keep the time budget {budget:.9g} s within its tolerance (got {t:.9g} s)")
     return Allocation(tuple(counts), "milp (HiGHS)", bound)

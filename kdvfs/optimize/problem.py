@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kdvfs.errors import InfeasibleError
+from kdvfs.errors import InfeasibleError, InputError
 from kdvfs.modes import Objective
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
@@ -80,6 +80,7 @@ class Problem:
 
     def budget(self, slack_pct: float) -> float:
         """Time bound for a tolerated slowdown; a clear error when no schedule can meet it."""
+        slack_pct = check_slack(slack_pct)
         b = self.auto_time_s * (1 + slack_pct / 100.0)
         fastest = self.fastest_time_s
         if b < fastest * (1 - 1e-12):
@@ -132,7 +133,10 @@ class Problem:
         gap = None
         if alloc.bound_energy_j:
             gap = 100 * max(e - alloc.bound_energy_j, 0.0) / alloc.bound_energy_j
-        return Schedule(trace=self.trace.name, gpu=self.profile.gpu, core_mhz=core, mem_mhz=mem, objective=objective,
+        from kdvfs.identity import trace_sha
+
+        return Schedule(trace=self.trace.name, trace_sha=trace_sha(self.trace), gpu=self.profile.gpu, core_mhz=core,
+                        mem_mhz=mem, objective=objective,
                         slack_pct=slack_pct, granularity=granularity, scope=scope, solver=alloc.solver, predicted=pred,
                         auto={"time_s": self.auto_time_s, "energy_j": self.auto_energy_j},
                         bound_energy_j=alloc.bound_energy_j, gap_pct=gap, switch_model=switch_model or {})
@@ -155,6 +159,26 @@ class Problem:
     @cached_property
     def _memo(self) -> dict:
         return {}
+
+
+SLACK_RANGE_PCT = (-100.0, 1000.0)
+"""Tolerated slowdowns outside (−100 %, +1000 %] describe no real training run (−100 % is zero time; +1000 % is
+eleven times slower), so they are refused as typos rather than silently solved."""
+
+
+def check_slack(slack_pct) -> float:
+    """``slack_pct`` as a float, or an ``InputError`` naming the rule and the fix."""
+    import math
+
+    lo, hi = SLACK_RANGE_PCT
+    try:
+        v = float(slack_pct)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (lo < v <= hi):
+        raise InputError(f"slack {slack_pct!r} % is not a number in ({lo:g}, {hi:g}] (a tolerated slowdown in percent "
+                         "of the auto time); give e.g. --slack 0 or --slack 5")
+    return v
 
 
 def check_objective(obj: str) -> Objective:
