@@ -6,6 +6,7 @@
 - ``measure`` — energy-counter-aligned measurement windows.
 - ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps.
 - ``sweep`` — resumable (and sparse) sweeps; ``validate`` — isolated and live validation against the simulator.
+- ``safety`` — the sweep output's exclusive lock and the marker for clocks a killed run left locked.
 pynvml and torch are imported only where needed.
 """
 

@@ -50,6 +50,7 @@ class OutputLock:
         if held is not None:
             held[1] += 1
             return self
+        self._created = not self.path.exists()
         try:
             f = self.path.open("a")
         except OSError as e:
@@ -69,6 +70,9 @@ class OutputLock:
         held[1] -= 1
         if held[1] == 0:
             del _HELD[self.key]
+            # a file this lock created and nobody wrote to is removed: a refused or failed sweep leaves nothing behind
+            if self._created and self.path.exists() and self.path.stat().st_size == 0:
+                self.path.unlink()
             held[0].close()  # closing the descriptor releases the lock
 
 

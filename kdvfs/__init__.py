@@ -5,7 +5,8 @@ Spaan et al. table), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel 
 ``profile`` (per-kernel × per-setting tables), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the RTX
 3080 Ti calibration), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),
-``plots``, ``record`` (PyTorch recording) and ``cli`` (the ``kdvfs`` command). ``simulator`` and ``hw_backend`` are
+``plots``, ``record`` (PyTorch recording), ``identity`` (which trace a profile, schedule or sweep belongs to: name +
+content hash), ``fileio`` (output paths checked first, atomic writes) and ``cli`` (the ``kdvfs`` command). ``simulator`` and ``hw_backend`` are
 sibling packages. Importing kdvfs never imports torch or pynvml.
 """
 

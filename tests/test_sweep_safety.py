@@ -107,6 +107,15 @@ def test_a_second_writer_is_refused(tmp_path, spaan_trace, fake):
     assert out.read_bytes() == b""
 
 
+def test_a_sweep_refused_by_the_card_leaves_no_file(tmp_path, spaan_trace, fake):
+    from kdvfs.errors import ObserveOnlyError
+
+    out = tmp_path / "s.csv"
+    with pytest.raises(ObserveOnlyError):
+        run_sweep(NvmlBackend(fake), SimulatedWorkload(spaan_trace, fake), G, [(1050, 9501)], out, **KW)
+    assert not out.exists()
+
+
 def test_two_sweeps_in_one_file_are_refused_by_the_fit(tmp_path, spaan_trace, fake, capsys):
     out = tmp_path / "s.csv"
     run_sweep(NvmlBackend(fake, observe_only=False), SimulatedWorkload(spaan_trace, fake), G, SETTINGS, out, **KW)
