@@ -10,6 +10,18 @@ from kdvfs.errors import InputError
 
 __all__ = ["register"]
 
+def describe_trace(t) -> str:
+    """`` — MODEL on GPU; batch B × seq S`` with only the parts the trace knows (never "None")."""
+    parts = []
+    what = " on ".join(x for x in (t.model, t.gpu) if x)
+    if what:
+        parts.append(what)
+    if t.batch_size is not None or t.seq_len is not None:
+        parts.append(" × ".join(x for x in (f"batch {t.batch_size}" if t.batch_size is not None else "",
+                                            f"seq {t.seq_len}" if t.seq_len is not None else "") if x))
+    return (" — " + "; ".join(parts)) if parts else ""
+
+
 def cmd_trace_show(a) -> int:
     from kdvfs.bundled import bundled_trace_names
 
@@ -26,15 +38,17 @@ def cmd_trace_show(a) -> int:
         print_json(s)
         return 0
     c = out(a)
-    c.print(f"[bold]{t.name}[/bold] — {t.model} on {t.gpu}; batch {t.batch_size} × seq {t.seq_len}")
+    c.print(f"[bold]{t.name}[/bold]" + describe_trace(t))
     c.print(f"source: {t.source}")
+    if t.notes:
+        c.print(f"notes: {t.notes}")
     c.print(table("segments", ["segment", "pass", "repeat", "kernels", "time (s)"],
                   [[g["name"], g["pass"], g["repeat"], g["kernels"], g["time_s"]] for g in s["segments"]]))
     c.print(table("time share by category", ["category", "share"],
                   [[k, f"{100 * v:.1f} %"] for k, v in s["category_time_share"].items()]))
     e = f", {s['total_energy_j']:.1f} J" if s["total_energy_j"] else ""
-    c.print(f"{s['kernels']} kernels ({s['kernels_per_layer']} per layer), {s['instances']} instances, "
-            f"{s['total_time_s']:.4g} s per iteration{e}")
+    per_layer = f" ({s['kernels_per_layer']} per repeated block)" if s["kernels_per_layer"] else ""
+    c.print(f"{s['kernels']} kernels{per_layer}, {s['instances']} instances, {s['total_time_s']:.4g} s per iteration{e}")
     return 0
 
 
