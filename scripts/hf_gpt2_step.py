@@ -91,6 +91,37 @@ def cmd_record(args) -> dict:
             "torch": torch.__version__, "step_time_s": base, "trace_bytes": size, "trace_gz_bytes": gz.stat().st_size}
 
 
+def cmd_runtime(args) -> dict:
+    """The runtime with no-op writes on the live model, for each schedule given; step time with and without it."""
+    import torch
+
+    from hw_backend.nvml import NvmlBackend
+    from hw_backend.torch_runtime import measure_overhead
+    from kdvfs.runtime_plan import plan_for
+    from kdvfs.schedule import load_schedule
+    from kdvfs.trace import load_trace
+
+    trace = load_trace(args.trace)
+    model, opt, step, sync, cfg = build(args)
+    for _ in range(3):
+        step()
+    sync()
+    out = {"model": f"GPT-2 (HF transformers) {cfg.n_layer} layers x hidden {cfg.n_embd}", "batch": args.batch,
+           "seq": args.seq, "torch": torch.__version__, "schedules": {}}
+    if args.device == "cuda":
+        be = NvmlBackend(observe_only=True)  # reads only; the runtime's writes are no-ops
+        out["device"] = be.name
+        out["clocks_before_mhz"] = be.clocks_mhz()
+    for path in args.schedule.split(","):
+        plan = plan_for(trace, load_schedule(path))
+        res = measure_overhead(model, opt, plan, step, sync, steps=args.steps, rounds=args.rounds)
+        out["schedules"][Path(path).name] = res
+        print(Path(path).name, {k: v for k, v in res.items() if not isinstance(v, list) or len(v) < 8}, flush=True)
+    if args.device == "cuda":
+        out["clocks_after_mhz"] = be.clocks_mhz()
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=["record", "runtime"])
@@ -103,7 +134,8 @@ def main() -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="2 layers x 128, batch 1 x 64 (CPU dry run)")
     p.add_argument("--trace", help="kdvfs trace of the step (runtime mode)")
-    p.add_argument("--schedule", help="kdvfs schedule (runtime mode)")
+    p.add_argument("--schedule", help="kdvfs schedule(s), comma-separated (runtime mode)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds without/with the runtime (runtime mode)")
     args = p.parse_args()
     if args.tiny:
         args.layers, args.hidden, args.batch, args.seq = 2, 128, 1, 64
@@ -111,11 +143,9 @@ def main() -> int:
     if args.mode == "record":
         res = cmd_record(args)
     else:
-        from hw_backend.torch_runtime import run_hf_validation
-
-        res = run_hf_validation(args, build, timed)
+        res = cmd_runtime(args)
     (Path(args.out) / f"{args.mode}.json").write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in res.items() if k != "steps"}, indent=1)[:4000])
+    print(json.dumps({k: v for k, v in res.items() if k not in ("steps", "schedules")}, indent=1)[:4000])
     return 0
 
 
