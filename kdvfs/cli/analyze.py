@@ -106,11 +106,9 @@ def cmd_analyze(a) -> int:
 
 
 def register(sub, j) -> None:
-    import argparse
-
     sp = j(sub.add_parser("analyze", help="a trace (PyTorch profiler or kdvfs) to an answer: savings at several "
                                           "slacks, under the card's switch latency, report and figures",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter))
+                          ))
     sp.add_argument("trace", help="a PyTorch profiler trace (.json/.json.gz), a kdvfs trace file or a bundled name")
     sp.add_argument("--gpu", help="the card to plan for (default: the one named in --profile's header)")
     sp.add_argument("--profile", help="a measured or fitted profile (default: built from the kernel model)")

@@ -8,7 +8,8 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
+__all__ = ["load_profile_ref", "load_trace", "out", "problem", "profile_gpu", "progress", "switch_model",
+           "write_csv"]
 
 
 def out(args=None):
@@ -40,11 +41,28 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 
 def problem(a):
+    """The trace and its profile: ``--profile``, else the trace's bundled profile, else — with ``--gpu`` — built from
+    the kernel model in memory (never written out)."""
+    from kdvfs.bundled import resolve_profile_path
     from kdvfs.optimize import Problem
 
     t = load_trace(a.trace)
-    prof = load_profile_ref(a.profile) if a.profile else load_profile_ref(t.name)
-    return Problem(t, prof)
+    if a.profile:
+        return Problem(t, load_profile_ref(a.profile))
+    gpu = getattr(a, "gpu", None)
+    try:
+        resolve_profile_path(t.name)
+    except InputError:
+        if not gpu:
+            raise InputError(f"trace {t.name!r} has no bundled profile: give --profile FILE, or --gpu NAME to build one "
+                             "from the kernel model") from None
+        from kdvfs.gpus import get_gpu
+        from kdvfs.model import default_params
+        from kdvfs.profile import build_profile
+
+        spec = get_gpu(gpu)
+        return Problem(t, build_profile(t, spec, default_params(t, spec)))
+    return Problem(t, load_profile_ref(t.name))
 
 
 def switch_model(a, gpu_name: str | None):
@@ -58,8 +76,30 @@ def switch_model(a, gpu_name: str | None):
     return get_gpu(name).switch
 
 
-def progress(console, total: int, label: str):
+def progress(console, total: int, label: str):  # noqa: ARG001 — progress always goes to stderr
+    """A progress bar on stderr (stdout stays clean for ``--json``), shown when stderr is a terminal."""
+    import sys
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
-                    transient=True, disable=not console.is_terminal)
+    err = make_console(sys.stderr)
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
+                    transient=True, disable=not err.is_terminal)
+
+
+def profile_gpu(ref: str) -> str:
+    """The card named in a profile's ``# kdvfs-profile/1 gpu=NAME`` header line ('' when none)."""
+    import gzip
+
+    from kdvfs.bundled import resolve_profile_path
+
+    path = resolve_profile_path(ref)
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rt") if gz else path.open()) as f:
+        first = f.readline()
+    if first.startswith("#"):
+        for word in first[1:].split():
+            if word.startswith("gpu="):
+                return "" if word[4:] == "-" else word[4:]
+    return ""

@@ -25,14 +25,17 @@ def cmd_optimize(a) -> int:
         save_schedule(s, a.output)
     d = s.to_dict()
     d.pop("runs")
+    d["predicted_basis"] = "with switch costs" if a.switch_aware else "ideal (free switching)"
     if a.json:
         print_json(dict(d, output=a.output))
         return 0
     p = s.predicted
     gap = f", gap to the proven bound {s.gap_pct:.4f} %" if s.gap_pct is not None else ""
+    # a schedule not planned with a switch model is priced as if switching were free: say so wherever it is printed
+    basis = "with switch costs" if a.switch_aware else "ideal (free switching)"
     out(a).print(f"{s.granularity}-level {s.scope} {s.objective} (slack {s.slack_pct:+g} %) by {s.solver}: "
                   f"time {p['time_change_pct']:+.3f} %, energy {p['energy_change_pct']:+.3f} % vs auto, "
-                  f"{p['switches']} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
+                  f"{basis}, {p['switches']} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
     return 0
 
 
@@ -167,7 +170,8 @@ def cmd_compare(a) -> int:
 def register(sub, j) -> None:
     def opt_common(sp):
         sp.add_argument("--trace", required=True)
-        sp.add_argument("--profile", help="profile file or bundled name (default: the trace's bundled profile)")
+        sp.add_argument("--profile", help="profile file or bundled name (default: the trace's bundled profile, else "
+                                           "built from the kernel model of --gpu)")
         sp.add_argument("--slack", type=float, default=0.0, help="tolerated slowdown in percent (may be negative)")
         return sp
 

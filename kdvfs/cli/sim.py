@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from kdvfs.cli.common import problem, progress, switch_model, write_csv
+from kdvfs.cli.common import problem, profile_gpu, progress, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -121,7 +121,10 @@ def cmd_whatif(a) -> int:
 
     trace_ref = a.trace
     profile_ref = a.profile or a.trace
-    card = a.gpu
+    # the card the profile belongs to: --gpu, else the profile's own header (never a silent default)
+    card = a.gpu or profile_gpu(profile_ref)
+    if not card:
+        raise InputError(f"profile {profile_ref!r} does not name its card: give --gpu NAME")
     get_gpu(card)
     presets = a.switch_model or [card]
     lats: list = [None] if a.preset_latency_only else (a.latency or default_latencies(a.latency_points))
@@ -240,7 +243,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("whatif", help="grid over switch latency, presets, mechanisms, policies and slack"))
     sp.add_argument("--trace", default="gpt3xl-llmc-rtx3080ti")
     sp.add_argument("--profile")
-    sp.add_argument("--gpu", default="rtx3080ti", help="the card the profile belongs to")
+    sp.add_argument("--gpu", help="the card the profile belongs to (default: the one its header names)")
     sp.add_argument("--switch-model", action="append", help="preset(s) whose switch model to use (repeatable)")
     sp.add_argument("--latency", type=float, action="append", help="switch latency in seconds (repeatable)")
     sp.add_argument("--latency-points", type=int, default=13, help="log-spaced points from 100 ns to 200 ms")
@@ -254,7 +257,7 @@ def register(sub, j) -> None:
     sp.set_defaults(fn=cmd_whatif)
 
     sp = j(sub.add_parser("demo", help="the main job on the bundled default trace"))
-    sp.add_argument("--out", default="kdvfs-demo")
+    sp.add_argument("-o", "--output", "--out", dest="out", default="kdvfs-demo", help="output folder")
     sp.add_argument("--executor", default="local")
     sp.set_defaults(fn=cmd_demo)
 

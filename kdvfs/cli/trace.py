@@ -69,17 +69,30 @@ def cmd_trace_import(a) -> int:
             if not v.isdigit() or int(v) < 1:
                 raise InputError(f"--repeat {r!r} must look like SEGMENT=N with N ≥ 1, e.g. forward_layer=24")
             reps[k] = int(v)
-        imp = import_kineto(src, name=a.name, repeats=reps, step=a.step)
+        import sys
+
+        from kdvfs.cli.analyze import _progress
+        from kdvfs.console import make_console
+
+        with _progress(make_console(sys.stderr), "import") as prog:
+            imp = import_kineto(src, name=a.name, repeats=reps, step=a.step, progress=prog)
         t = imp.trace
-        info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s}
+        info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
+                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used}
     save_trace(t, a.output)
     doc = dict(t.summary(), output=str(a.output), **info)
     if a.json:
         print_json(doc)
     else:
-        out(a).print(f"wrote {a.output}: {doc['kernels']} kernels, {doc['instances']} instances, "
-                      f"{doc['total_time_s']:.4g} s; forward/backward/optimizer assigned to "
-                      f"{100 * info['assigned_time_share']:.1f} % of GPU time")
+        c = out(a)
+        c.print(f"wrote {a.output}: {doc['kernels']} kernels, {doc['instances']} instances, "
+                f"{doc['total_time_s']:.4g} s; forward/backward/optimizer assigned to "
+                f"{100 * info['assigned_time_share']:.1f} % of GPU time")
+        rep = [g for g in doc["segments"] if g["repeat"] > 1 and g["kernels"] > 1]
+        if rep:
+            src_txt = {"modules": "the module hierarchy", "sequence": "the kernel sequence", "labels": "the labels"}
+            c.print(f"repeated blocks (from {src_txt.get(info.get('structure'), 'the labels')}): "
+                    + ", ".join(f"{g['name']} × {g['repeat']} ({g['kernels']} kernels)" for g in rep))
     return 0
 
 
@@ -102,8 +115,11 @@ def register(sub, j) -> None:
     sp.add_argument("file")
     sp.add_argument("-o", "--output", required=True)
     sp.add_argument("--name")
-    sp.add_argument("--repeat", action="append", help="SEGMENT=N repeat count (e.g. forward_layer=24)")
-    sp.add_argument("--step", choices=["last", "all"], default="last", help="with ProfilerStep annotations: keep the last step")
+    sp.add_argument("--repeat", action="append",
+                    help="SEGMENT=N: repeat count of a segment named by the recorder's kdvfs: labels (e.g. "
+                         "forward_layer=24); repeats in other traces are found automatically")
+    sp.add_argument("--step", choices=["last", "all"], default="last",
+                    help="with ProfilerStep annotations: the last step, or every step averaged into one iteration")
     sp.set_defaults(fn=cmd_trace_import)
 
     sp = j(sub.add_parser("record", help="record the GPT-3-style block on this GPU (needs the torch extra)"))
