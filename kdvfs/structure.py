@@ -24,6 +24,7 @@ __all__ = ["Block", "find_blocks", "merge_units", "tandem_repeat"]
 
 # a repeat worth a segment: two repetitions of a block of ≥ 4 kernels, or ≥ 4 back-to-back launches of one kernel
 MIN_COVER = 8
+RUN_MIN = 4
 CANDIDATES = 16
 
 
@@ -51,7 +52,7 @@ class Block:
 def tandem_repeat(keys: np.ndarray, min_cover: int = MIN_COVER, candidates: int = CANDIDATES) -> Block | None:
     """The tandem repeat covering the most instances (ties: the shorter period), or None."""
     n = len(keys)
-    if n < min_cover:
+    if n < min(min_cover, RUN_MIN):
         return None
     order = np.argsort(keys, kind="stable")
     ks = keys[order]
@@ -76,7 +77,7 @@ def tandem_repeat(keys: np.ndarray, min_cover: int = MIN_COVER, candidates: int 
         if count < 2:
             continue
         cover = count * p
-        if cover < min_cover or (p == 1 and count < 4):
+        if (p == 1 and count < RUN_MIN) or (p > 1 and cover < min_cover):
             continue
         if best is None or cover > best.period * best.count:
             best = Block(int(starts[i]), p, count)
