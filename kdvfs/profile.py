@@ -140,13 +140,19 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}\n")
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"])
+    # one formatted line per (kernel, setting) without the csv writer's per-row call: a 3 000-kernel × 333-setting
+    # profile is a million rows; keys that need CSV quoting go through the writer once each
+    clocks = [f"{fmt_clock(c)},{fmt_clock(m)}" for c, m in profile.settings]
     for k, key in enumerate(profile.keys):
-        for s, (c, m) in enumerate(profile.settings):
-            t, p = profile.time_s[k, s], profile.power_w[k, s]
-            w.writerow([key, fmt_clock(c), fmt_clock(m), f"{t:.6e}", f"{p:.4f}", f"{t * p:.6e}", profile.source[k, s]])
+        kb = io.StringIO()
+        csv.writer(kb, lineterminator="").writerow([key])
+        kq = kb.getvalue()
+        t, p, src = profile.time_s[k].tolist(), profile.power_w[k].tolist(), profile.source[k].tolist()
+        buf.write("".join([f"{kq},{cm},{tt:.6e},{pp:.4f},{tt * pp:.6e},{sr}\n"
+                           for cm, tt, pp, sr in zip(clocks, t, p, src)]))
     data = buf.getvalue().encode()
     if path.suffix == ".gz":
-        data = gzip.compress(data, mtime=0)
+        data = gzip.compress(data, compresslevel=6, mtime=0)
     tmp = path.with_name(path.name + ".part")
     tmp.write_bytes(data)
     tmp.replace(path)

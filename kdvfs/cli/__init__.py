@@ -54,7 +54,7 @@ _HELP = {
     "seq": "tokens per sequence",
     "warmup": "warm-up (steps for record; seconds for sweep/validate)",
     "repeats": "measurement repeats per point",
-    "backend": "nvml (a real card), fake (the fake device) or observe (read-only)",
+    "backend": "nvml (a real card; observe-only unless --allow-clock-control) or fake (the fake device)",
     "mode": "isolated (each kernel alone, the study's case) or live (switching between kernels)",
     "executor": "local, serial, ray or ray://HOST:PORT",
     "out": "output folder",

@@ -1,4 +1,5 @@
-"""Verb ``analyze``: a user's trace (Kineto or kdvfs) to an answer in one command."""
+"""Verbs ``analyze`` (a user's trace, Kineto or kdvfs, to an answer in one command) and ``results`` (docs/results.md
+from validation/)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,24 @@ def cmd_analyze(a) -> int:
     return 0
 
 
+def cmd_results(a) -> int:
+    from kdvfs.results import render_results
+
+    root = Path(a.root)
+    text = render_results(root)
+    target = Path(a.output) if a.output else root / "docs" / "results.md"
+    if a.check:
+        have = target.read_text() if target.exists() else ""
+        if have != text:
+            raise InputError(f"{target} is not what the files under validation/ give; regenerate it with `kdvfs results`")
+        out(a).print(f"{target} is up to date")
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    out(a).print(f"wrote {target}")
+    return 0
+
+
 def register(sub, j) -> None:
     sp = j(sub.add_parser("analyze", help="a trace (PyTorch profiler or kdvfs) to an answer: savings at several "
                                           "slacks, under the card's switch latency, report and figures",
@@ -124,3 +143,9 @@ def register(sub, j) -> None:
                     help="skip the kernel-level switch-aware plan (the slowest part on long traces)")
     sp.add_argument("-o", "--output", help="output folder (default: kdvfs-analysis-TRACE)")
     sp.set_defaults(fn=cmd_analyze)
+
+    sp = sub.add_parser("results", help="write docs/results.md from the result files under validation/")
+    sp.add_argument("--root", default=".", help="the repository checkout")
+    sp.add_argument("-o", "--output", help="file to write (default: ROOT/docs/results.md)")
+    sp.add_argument("--check", action="store_true", help="only check that the file is up to date (exit 2 if not)")
+    sp.set_defaults(fn=cmd_results)

@@ -59,13 +59,13 @@ def cmd_frontier(a) -> int:
     else:
         c = out(a)
         for sc in scopes:
-            c.print(table(f"frontier ({sc})", ["slack %", "time %", "energy %"],
+            c.print(table(f"frontier ({sc}), ideal (free switching)", ["slack %", "time %", "energy %"],
                           [[r["slack_pct"], r["time_change_pct"], r["energy_change_pct"]] for r in curves[sc]]))
     return 0
 
 
 def print_table2(c, rows: list[dict], title: str) -> None:
-    c.print(table(title, ["granularity", "scope", "objective", "Δt %", "ΔE %", "paper Δt %", "paper ΔE %", "target"],
+    c.print(table(f"{title}; ideal (free switching)", ["granularity", "scope", "objective", "Δt %", "ΔE %", "paper Δt %", "paper ΔE %", "target"],
                   [[r["granularity"], r["scope"], r["objective"], f"{r['time_change_pct']:+.2f}",
                     f"{r['energy_change_pct']:+.2f}", f"{r['paper_time_change_pct']:+.2f}",
                     f"{r['paper_energy_change_pct']:+.2f}", "met" if r["target_met"] else "missed"] for r in rows]))
