@@ -209,3 +209,36 @@ def test_late_switches_are_counted():
         gate.append(True)
         rec = rt.end_step()
     assert rec.n_switches == 4 and rec.late == 3  # every write but the last returned after the next region opened
+
+
+class _Mod:
+    """A module tree node the way torch names them (``named_modules``), without torch."""
+
+    def __init__(self, **children):
+        self.children = children
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for n, c in self.children.items():
+            yield from c.named_modules(f"{prefix}.{n}" if prefix else n)
+
+
+def _cls(name):
+    return type(name, (_Mod,), {})
+
+
+def test_unit_modules_found_at_the_call_depth_with_a_warning_on_mismatch(problem, caplog):
+    from hw_backend.torch_runtime import call_depths, unit_modules
+
+    Emb, Block, ModuleList, Model, Head, LN = (_cls(n) for n in ("Embedding", "Block", "ModuleList", "Model", "Head",
+                                                                "LayerNorm"))
+    model = Head(model=Model(emb=Emb(), h=ModuleList(**{str(i): Block(ln=LN()) for i in range(3)})))
+    d = call_depths(model)
+    assert d["model.h.0"] == 2 and d["model.emb"] == 2 and d["model.h.0.ln"] == 3  # the ModuleList is never called
+    plan = _plan(problem)
+    chosen, depth = unit_modules(model, plan)
+    assert depth == 2 and sorted(n for n, _ in chosen) == ["model.emb", "model.h.0", "model.h.1", "model.h.2"]
+    small = Head(model=Model(emb=Emb(), h=ModuleList(**{str(i): Block() for i in range(2)})))
+    with caplog.at_level(logging.WARNING):
+        unit_modules(small, plan)
+    assert "does not match the trace: 2 Block module(s)" in caplog.text

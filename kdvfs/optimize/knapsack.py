@@ -12,8 +12,6 @@ import sys
 from contextlib import contextmanager
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import lil_matrix
 
 from kdvfs.optimize.problem import Allocation
 
@@ -200,6 +198,10 @@ def _native_stdout_silenced():
 
 def solve_milp(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, time_limit_s: float = 60.0) -> Allocation:
     """Exact integer optimum (HiGHS through ``scipy.optimize.milp``) over each kernel's Pareto-efficient settings."""
+    # scipy.optimize is imported here, not at module import: it costs most of a second, and only the MILP needs it
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
     K = T.shape[0]
     cand = [pareto_front(T[k], E[k]) for k in range(K)]
     var = [(k, int(s)) for k in range(K) for s in cand[k]]
