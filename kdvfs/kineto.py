@@ -38,6 +38,7 @@ _CPU = frozenset({"cpu_op", "user_annotation", "Operator"})
 _BACKWARD = re.compile(r"autograd::engine|Backward|backward", re.I)
 _OPTIMIZER = re.compile(r"Optimizer\.|optimizer|\.step#|_multi_tensor_adam|_fused_adam|adamw?\b|zero_grad", re.I)
 _WS = re.compile(r"[ \t\n\r]*")
+_SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _CHUNK = 1 << 22
 
 # interval kinds
@@ -181,11 +182,26 @@ def _read_array(stream: _Stream, on_event: Callable[[Any], None]) -> None:
     if stream.peek() == "]":
         stream.pos += 1
         return
+    dec = stream.dec.raw_decode
+    sep = _SEP.match
     while True:
-        on_event(stream.value())
+        # fast path: decode straight from the buffer; the slow path refills it (once per chunk)
+        try:
+            v, end = dec(stream.buf, stream.pos)
+            if end >= len(stream.buf) and not stream.eof:
+                raise json.JSONDecodeError("value may continue in the next chunk", stream.buf, end)
+            stream.pos = end
+        except json.JSONDecodeError:
+            v = stream.value()
+        on_event(v)
+        m = sep(stream.buf, stream.pos)
+        if m is not None and m.end() < len(stream.buf):
+            stream.pos = m.end()
+            continue
         nxt = stream.peek()
         if nxt == ",":
             stream.pos += 1
+            stream.peek()
             continue
         stream.take("]")
         return

@@ -112,3 +112,12 @@ def test_streaming_reader_errors(tmp_path):
     r.write_text(json.dumps({"hello": 1}))
     with pytest.raises(FormatError, match="no 'traceEvents'"):
         import_kineto(r)
+
+
+def test_reader_is_independent_of_chunk_boundaries(monkeypatch):
+    import kdvfs.kineto as kk
+
+    ref = import_kineto(ROOT / "tests/data/foreign-transformer.kineto.json.gz").trace
+    monkeypatch.setattr(kk, "_CHUNK", 97)  # every event straddles a chunk boundary somewhere
+    small = import_kineto(ROOT / "tests/data/foreign-transformer.kineto.json.gz").trace
+    assert small == ref
