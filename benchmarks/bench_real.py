@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,15 +27,16 @@ KINETO = ROOT / "validation/h200/runtime/hf_gpt2_step.kineto.json.gz"
 
 
 def child(args: list[str]) -> dict:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kdvfs", *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.Popen([sys.executable, "-m", "kdvfs", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    _, status, ru = os.wait4(proc.pid, 0)  # this child's own CPU time and peak memory
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"command": "kdvfs " + " ".join(args), "wall_s": wall,
-            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "peak_rss_mb": after.ru_maxrss / 1024}
+    if proc.returncode:
+        raise SystemExit(f"kdvfs {' '.join(args)} failed ({proc.returncode})")
+    return {"command": "kdvfs " + " ".join(args), "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+            "peak_rss_mb": ru.ru_maxrss / 1024}
 
 
 def main() -> int:
