@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hw_backend.base import ClockGuard, GpuBackend
+from kdvfs.errors import InputError
 from kdvfs.runtime_plan import RuntimePlan
 
 __all__ = ["ClockRuntime", "NoopWriter", "StepRecord", "SwitchRecord"]
@@ -130,7 +131,8 @@ class ClockRuntime:
                  clock: Callable[[], float] = time.perf_counter, wait: Callable[[Any], None] | None = None,
                  reached: Callable[[Any], bool] | None = None, mark: Callable[[], Any] | None = None) -> None:
         if backend is None and not noop:
-            raise ValueError("ClockRuntime needs a backend to write clocks, or noop=True")
+            raise InputError("ClockRuntime needs a backend to write clocks through (NvmlBackend, or NvmlBackend(FakeNvml(…)) "
+                             "in tests); pass one, or noop=True to record the writes without sending them")
         self.plan = plan
         self.writer: Any = NoopWriter(backend) if noop else backend
         self.noop = noop

@@ -7,7 +7,7 @@ import gzip
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import out
+from kdvfs.cli.common import out, stage_progress
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -36,36 +36,9 @@ def load_any_trace(ref: str, step: str = "last", err=None):
     if p.exists() and _is_kineto(p):
         from kdvfs.importers import import_kineto
 
-        with _progress(err, "import") as prog:
+        with stage_progress(err, "import") as prog:
             return import_kineto(p, step=step, progress=prog).trace
     return load_trace(ref)
-
-
-class _progress:
-    """A rich progress bar on stderr (only on a terminal), as ``progress(stage, fraction)``."""
-
-    def __init__(self, console, label: str) -> None:
-        self.console, self.label = console, label
-        self.bar = None
-
-    def __enter__(self):
-        if self.console is None or not self.console.is_terminal:
-            return None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=self.console,
-                            transient=True)
-        self.bar.__enter__()
-        self.task = self.bar.add_task(self.label, total=1.0)
-
-        def update(stage: str, fraction: float) -> None:
-            self.bar.update(self.task, description=f"{self.label}: {stage}", completed=fraction)
-
-        return update
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
 
 
 def cmd_analyze(a) -> int:
@@ -86,7 +59,7 @@ def cmd_analyze(a) -> int:
                          "whose header names it")
     spec = get_gpu(gpu)
     sw = SwitchModel.from_latency(a.switch_latency) if a.switch_latency is not None else None
-    with _progress(err, "analyze") as prog:
+    with stage_progress(err, "analyze") as prog:
         doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)))
     folder = Path(a.output or f"kdvfs-analysis-{t.name}")

@@ -8,8 +8,8 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["load_profile_ref", "load_trace", "out", "problem", "profile_gpu", "progress", "switch_model",
-           "write_csv"]
+__all__ = ["load_profile_ref", "load_trace", "out", "problem", "profile_gpu", "progress", "stage_progress",
+           "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -103,3 +103,30 @@ def profile_gpu(ref: str) -> str:
             if word.startswith("gpu="):
                 return "" if word[4:] == "-" else word[4:]
     return ""
+
+
+class stage_progress:  # noqa: N801 — used like a function: `with stage_progress(err, "import") as prog`
+    """A rich progress bar on stderr (only on a terminal), as ``progress(stage, fraction)``."""
+
+    def __init__(self, console, label: str) -> None:
+        self.console, self.label = console, label
+        self.bar = None
+
+    def __enter__(self):
+        if self.console is None or not self.console.is_terminal:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=self.console,
+                            transient=True)
+        self.bar.__enter__()
+        self.task = self.bar.add_task(self.label, total=1.0)
+
+        def update(stage: str, fraction: float) -> None:
+            self.bar.update(self.task, description=f"{self.label}: {stage}", completed=fraction)
+
+        return update
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)

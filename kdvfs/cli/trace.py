@@ -71,10 +71,10 @@ def cmd_trace_import(a) -> int:
             reps[k] = int(v)
         import sys
 
-        from kdvfs.cli.analyze import _progress
+        from kdvfs.cli.common import stage_progress
         from kdvfs.console import make_console
 
-        with _progress(make_console(sys.stderr), "import") as prog:
+        with stage_progress(make_console(sys.stderr), "import") as prog:
             imp = import_kineto(src, name=a.name, repeats=reps, step=a.step, progress=prog)
         t = imp.trace
         info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
