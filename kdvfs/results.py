@@ -37,6 +37,10 @@ SECTIONS: tuple[Section, ...] = (
             "A Hugging Face GPT-2 (24 layers × hidden 2048, random weights) trained on the lent H200 under "
             "`hw_backend.torch_runtime.KdvfsRuntime` with boundary-level switch-aware schedules; the writes were "
             "recorded, never sent. Commands and discussion: validation/h200/runtime/README.md."),
+    Section("validation/h200/analysis-hf-gpt2/analysis.json", "`kdvfs analyze` on the recorded HF GPT-2 step",
+            "`kdvfs analyze validation/h200/runtime/hf_gpt2_step.kineto.json.gz --gpu h200`: ideal (free switching), "
+            "naive, switch-aware and module-boundary schedules at several slacks, from the H200's kernel model. "
+            "Rows: policy × slack × mechanism."),
     Section("validation/benchmarks/import-200mb-400steps.json", "Importing a large trace",
             "`python benchmarks/bench_import.py --json …`: a synthetic 400-step Kineto trace imported with "
             "`kdvfs trace import --step all` in a child process; CPU time and peak resident memory."),
