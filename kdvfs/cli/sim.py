@@ -23,7 +23,9 @@ def cmd_simulate(a) -> int:
     from simulator import ParallelConfig, SimConfig, simulate, write_timeline
 
     pb = problem(a)
-    spec = get_gpu(a.gpu)
+    if not (a.gpu or pb.profile.gpu):
+        raise InputError("the profile does not name its card: give --gpu NAME")
+    spec = get_gpu(a.gpu or pb.profile.gpu)  # the profile's own card unless --gpu says otherwise
     sched = load_schedule(a.schedule)
     a.parallel_given = a.parallel is not None
     a.parallel = a.parallel or "dp"
@@ -225,7 +227,7 @@ def register(sub, j) -> None:
     sp.add_argument("--trace", required=True)
     sp.add_argument("--profile")
     sp.add_argument("--schedule", required=True)
-    sp.add_argument("--gpu", required=True)
+    sp.add_argument("--gpu", help="the card (default: the one the profile's header names)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds (overrides the preset)")
     sp.add_argument("--switch-model", help="borrow another preset's switch model")
