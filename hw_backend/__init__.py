@@ -7,6 +7,8 @@
 - ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps.
 - ``sweep`` — resumable (and sparse) sweeps; ``validate`` — isolated and live validation against the simulator.
 - ``safety`` — the sweep output's exclusive lock and the marker for clocks a killed run left locked.
+- ``runtime`` — ``ClockRuntime``: applies a schedule inside a training loop from boundary events, writes off the
+  training thread; ``torch_runtime`` — ``KdvfsRuntime``, the PyTorch glue (module and optimizer hooks, CUDA events).
 pynvml and torch are imported only where needed.
 """
 
@@ -16,11 +18,12 @@ from hw_backend.base import Capabilities, ClockGuard, GpuBackend
 from hw_backend.fake import FakeNvml
 from hw_backend.measure import WindowResult, measure_window
 from hw_backend.nvml import NvmlBackend
+from hw_backend.runtime import ClockRuntime, NoopWriter, StepRecord, SwitchRecord
 from hw_backend.sim_workload import SimulatedWorkload, TorchWorkload, Unit
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "Capabilities", "ClockGuard", "FakeNvml", "GpuBackend", "NvmlBackend", "SimulatedWorkload", "TorchWorkload",
-    "Unit", "WindowResult", "measure_window",
+    "Capabilities", "ClockGuard", "ClockRuntime", "FakeNvml", "GpuBackend", "NoopWriter", "NvmlBackend",
+    "SimulatedWorkload", "StepRecord", "SwitchRecord", "TorchWorkload", "Unit", "WindowResult", "measure_window",
 ]

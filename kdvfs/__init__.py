@@ -1,7 +1,9 @@
 """kdvfs — kernel-level DVFS for LLM training.
 
 Modules: ``trace`` (Kernel, Segment, Trace and the kdvfs-trace/1 format), ``importers`` (PyTorch profiler traces, the
-Spaan et al. table), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
+Spaan et al. table), ``kineto`` (the streaming Kineto reader), ``structure`` (repeats from module units or period
+detection), ``runtime_plan`` (regions a training-loop runtime can see, boundary-level schedules), ``analyze`` (a trace
+to an answer), ``results`` (docs/results.md from validation/), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
 ``profile`` (per-kernel × per-setting tables), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the RTX
 3080 Ti calibration), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),

@@ -1,33 +1,37 @@
 """Importers: PyTorch profiler (Kineto) Chrome traces and the Spaan et al. 2026 per-kernel table.
 
-Kineto traces: GPU kernels, memcpy and memset become ``Kernel`` values in stream (start-time) order. Segments come
-from the recorder's ``record_function("kdvfs:<segment>")`` labels when present. A foreign trace without them gets each
-kernel's pass from the CPU op that launched it: correlation id → launching runtime call → the CPU ops that enclose it
-on its thread (its ancestors); an autograd engine frame or a ``*Backward*`` op means backward, an optimizer frame
-means optimizer, anything else inside the step means forward.
+Kineto traces (read in one streaming pass by ``kdvfs.kineto``): GPU kernels, memcpy and memset become ``Kernel``
+values in stream (start-time) order. Segments come from the recorder's ``record_function("kdvfs:<segment>")`` labels
+when present. A foreign trace gets each kernel's pass from the CPU ops that enclose its launch (an autograd engine frame
+or a ``*Backward*`` op means backward, an optimizer frame optimizer, anything else inside the step forward) and its
+structure from ``kdvfs.structure``: repeated module instances (``with_stack=True``) or repeated kernel sequences become
+one segment with a repeat count; back-to-back launches of one kernel become one kernel with a count.
 """
 
 from __future__ import annotations
 
-import bisect
+import ast
 import csv
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kdvfs.errors import FormatError, InputError, KdvfsError
-from kdvfs.trace import Kernel, Segment, Trace, read_json_document
+import numpy as np
 
-__all__ = ["KinetoImport", "categorize", "import_kineto", "import_spaan_csv", "LABEL_PREFIX"]
+from kdvfs.errors import FormatError, InputError, KdvfsError
+from kdvfs.kineto import COPY_CATS, LABEL_PREFIX, OP_PREFIX, GpuEvent, Resolved, read_kineto, resolve
+from kdvfs.structure import find_blocks, merge_units, unit_class
+from kdvfs.trace import PASSES, Kernel, Segment, Trace
+
+__all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "categorize", "import_kineto", "import_spaan_csv",
+           "kernel_from_event"]
 
 log = logging.getLogger(__name__)
 
-LABEL_PREFIX = "kdvfs:"
-OP_PREFIX = "kdvfs.op:"
 
 # Order matters: the first rule that matches wins (flash-attention kernels also contain "gemm"-like words).
 _CATEGORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -122,175 +126,242 @@ def import_spaan_csv(path: str | Path, name: str = "gpt3xl-llmc-rtx3080ti") -> T
 
 
 # ---------------------------------------------------------------------- Kineto
-_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
-_BACKWARD = re.compile(r"autograd::engine|Backward|backward", re.I)
-_OPTIMIZER = re.compile(r"Optimizer\.|optimizer|\.step#|_multi_tensor_adam|_fused_adam|adamw?\b|zero_grad", re.I)
-
-
 @dataclass(frozen=True, slots=True)
 class KinetoImport:
-    """A trace imported from a Kineto file, with how its passes were assigned.
+    """A trace imported from a Kineto file, with how its passes and structure were found.
 
     Attributes:
         trace: the imported trace.
         labelled: whether the recorder's ``kdvfs:`` labels set the segments.
         assigned_time_share: share of GPU kernel time given forward, backward or optimizer (1.0 when labelled).
         pass_time_s: GPU time per pass.
+        structure: how repeats were found: ``labels``, ``modules`` (the module hierarchy) or ``sequence`` (period
+            detection on the kernel sequence).
+        steps: profiler steps in the file; steps_used: how many went into the trace (averaged).
+        events: events read from the file.
     """
 
     trace: Trace
     labelled: bool
     assigned_time_share: float
     pass_time_s: dict[str, float]
+    structure: str = "sequence"
+    steps: int = 0
+    steps_used: int = 1
+    events: int = 0
 
 
-def _containing(intervals: Sequence[tuple[float, float, str]], starts: list[float], t: float) -> list[str]:
-    """Names of the intervals (sorted by start) that contain time ``t``, outermost first."""
-    hi = bisect.bisect_right(starts, t)
-    out = [(s, -(e - s), n) for s, e, n in intervals[:hi] if e >= t]
-    return [n for _, _, n in sorted(out)]
+def kernel_from_event(ev: GpuEvent, op: str | None, input_dims: str | None, time_s: float) -> Kernel:
+    """The one place a GPU event becomes a ``Kernel``: its name, launch configuration and the launching op with its
+    input shapes (``input_dims``, the profiler's ``Input Dims`` as text) are all at hand here."""
+    category = "copy" if ev.cat in COPY_CATS else categorize(ev.name)
+    return Kernel(name=ev.name, category=category, time_s=time_s, grid=ev.grid, block=ev.block, stream=ev.stream,
+                  op=op, bytes=ev.nbytes)
 
 
 @_malformed("PyTorch profiler trace")
 def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[str, int] | None = None,
-                  step: str = "last", meta: Mapping[str, Any] | None = None) -> KinetoImport:
-    """Import a PyTorch profiler Chrome trace (``.json`` or ``.json.gz``).
+                  step: str = "last", meta: Mapping[str, Any] | None = None,
+                  progress: Callable[[str, float], None] | None = None) -> KinetoImport:
+    """Import a PyTorch profiler Chrome trace (``.json`` or ``.json.gz``), finding its repeated structure.
 
     Args:
         path: the file.
         name: trace name (default: the file's stem).
-        repeats: repeat count per segment name (the recorder uses 24 for layer segments).
+        repeats: repeat count per segment name, for the recorder's labelled segments (``forward_layer=24``).
         step: with ``ProfilerStep#N`` annotations, ``"last"`` imports the last step only (warm-up excluded),
-            ``"all"`` everything.
-        meta: trace metadata (model, batch_size, seq_len, gpu, source, licence, notes).
+            ``"all"`` every step, averaged into one iteration (steps whose kernel sequence differs from the most common
+            one, such as a warm-up step, are left out and counted).
+        meta: trace metadata (model, batch_size, seq_len, gpu, source, licence, notes); what is not given is read from
+            the trace where it says (the device's name, batch and sequence from the embedding's input shape).
+        progress: ``progress(stage, fraction)`` now and then.
     """
     path = Path(path)
-    doc = read_json_document(path, "PyTorch profiler trace")
-    events = doc.get("traceEvents") if isinstance(doc, Mapping) else doc if isinstance(doc, list) else None
-    if not isinstance(events, list):
-        raise FormatError(f"{str(path)!r} has no 'traceEvents' list: it is not a PyTorch profiler (Chrome) trace")
-    gpu, runtime, cpu_ops, labels, steps, stages = [], {}, defaultdict(list), [], [], []
-    for ev in events:
-        if not isinstance(ev, Mapping) or ev.get("ph") != "X":
-            continue
-        cat = ev.get("cat", "")
-        args = ev.get("args") or {}
-        if cat in _GPU_CATS:
-            gpu.append(ev)
-        elif cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver"):
-            if "correlation" in args:
-                runtime[args["correlation"]] = ev
-        elif cat in ("cpu_op", "user_annotation", "python_function", "Operator"):
-            nm = str(ev.get("name", ""))
-            ts, dur = float(ev.get("ts", 0)), float(ev.get("dur", 0))
-            if nm.startswith(LABEL_PREFIX):
-                labels.append((ts, ts + dur, nm[len(LABEL_PREFIX):]))
-            elif nm.startswith(OP_PREFIX):
-                stages.append((ts, ts + dur, nm[len(OP_PREFIX):]))
-            elif nm.startswith("ProfilerStep#"):
-                steps.append((ts, ts + dur, nm))
-            else:
-                cpu_ops[(ev.get("pid"), ev.get("tid"))].append((ts, ts + dur, nm))
-    if not gpu:
+    size = max(path.stat().st_size, 1) if path.exists() else 1
+    raw = read_kineto(path, None if progress is None else (lambda b: progress("read", min(1.0, b / size))))
+    if not raw.gpu:
         raise FormatError(
             f"{str(path)!r} holds no GPU kernels, memcpy or memset events: record it with a CUDA device and "
             "ProfilerActivity.CUDA enabled (or use `kdvfs record`)"
         )
-    for ev in gpu:
-        d = ev.get("dur")
-        if not isinstance(d, (int, float)) or d <= 0:
-            raise FormatError(
-                f"{str(path)!r}: GPU event {ev.get('name')!r} at ts={ev.get('ts')} has duration {d!r}; durations must be "
-                "positive — the trace is damaged, record it again"
-            )
-    gpu.sort(key=lambda e: (float(e["ts"]), e.get("args", {}).get("stream", 0)))
-
-    def launch_ts(ev: Mapping[str, Any]) -> tuple[float | None, Any]:
-        rt = runtime.get((ev.get("args") or {}).get("correlation"))
-        if rt is None:
-            return None, None
-        return float(rt["ts"]), (rt.get("pid"), rt.get("tid"))
-
-    # keep the last profiler step (warm-up steps excluded) when steps are annotated
-    if steps and step == "last":
-        s0, s1, _ = max(steps)
-        kept = []
-        for ev in gpu:
-            lt, _ = launch_ts(ev)
-            if lt is not None and s0 <= lt <= s1:
-                kept.append(ev)
-        if kept:
-            gpu = kept
-    labels.sort()
-    label_starts = [s for s, _, _ in labels]
-    stages.sort()
-    stage_starts = [s for s, _, _ in stages]
-    for v in cpu_ops.values():
-        v.sort()
-    op_starts = {k: [s for s, _, _ in v] for k, v in cpu_ops.items()}
-
-    assigned: list[tuple[str, Mapping[str, Any], str | None]] = []  # (segment or pass, event, op)
-    for ev in gpu:
-        lt, thread = launch_ts(ev)
-        op = None
-        seg = None
-        if lt is not None and thread in cpu_ops:
-            anc = _containing(cpu_ops[thread], op_starts[thread], lt)
-            op = next((a for a in reversed(anc) if a.startswith("aten::")), anc[-1] if anc else None)
-        else:
-            anc = []
-        if labels and lt is not None:
-            lab = _containing(labels, label_starts, lt)
-            seg = lab[-1] if lab else None
-        if stages and lt is not None:
-            st = _containing(stages, stage_starts, lt)
-            if st:
-                op = f"stage:{st[-1]}"
-        if seg is None and not labels:
-            if any(_OPTIMIZER.search(a) for a in anc):
-                seg = "optimizer"
-            elif any(_BACKWARD.search(a) for a in anc) or (anc and thread is not None and _is_autograd_thread(cpu_ops[thread])):
-                seg = "backward"
-            elif anc:
-                seg = "forward"
-        assigned.append((seg or "unassigned", ev, op))
-
-    segs: list[tuple[str, list[Kernel]]] = []
-    for seg, ev, op in assigned:
-        k = _kernel_from_event(ev, op)
-        if segs and segs[-1][0] == seg:
-            segs[-1][1].append(k)
-        else:
-            segs.append((seg, [k]))
-    # make segment names unique: forward, backward, forward_2, …
-    seen: dict[str, int] = defaultdict(int)
-    out = []
-    repeats = dict(repeats or {})
-    unknown = sorted(set(repeats) - {seg for seg, _ in segs})
+    order = sorted(range(len(raw.gpu)), key=lambda i: (raw.gpu[i].ts_us, raw.gpu[i].stream or 0))
+    gpu = [raw.gpu[i] for i in order]
+    raw.gpu = gpu
+    res = resolve(raw)
+    if progress is not None:
+        progress("resolve", 1.0)
+    n_steps = len(raw.steps)
+    idx = list(range(len(gpu)))
+    steps_used = 1
+    if n_steps:
+        in_step = [i for i in idx if res[i].step >= 0]
+        if in_step:
+            last = max(res[i].step for i in in_step)
+            idx = [i for i in in_step if res[i].step == last] if step == "last" else in_step
+    labelled = raw.labelled
+    keys = _keys(gpu, res, idx)
+    groups = [idx]
+    if step == "all" and n_steps > 1:
+        groups, steps_used = _modal_steps(idx, res, keys)
+    first = groups[0]
+    t_us = np.array([gpu[i].dur_us for i in first], dtype=float)
+    if len(groups) > 1:
+        t_us = np.mean([[gpu[i].dur_us for i in g] for g in groups], axis=0)
+    k_first = np.array([keys[i] for i in first], dtype=np.int64)
+    if labelled:
+        segs = _labelled_segments(gpu, res, first, t_us, repeats or {})
+        structure = "labels"
+    else:
+        segs, structure = _found_segments(gpu, res, first, t_us, k_first, repeats or {})
+    unknown = sorted(set(repeats or {}) - {s.name for s in segs})
     if unknown:
         raise InputError(f"--repeat names segment(s) {', '.join(map(repr, unknown))} that {str(path)!r} does not have; "
-                         f"its segments: {', '.join(dict.fromkeys(seg for seg, _ in segs))}")
-    for seg, ks in segs:
-        seen[seg] += 1
-        nm = seg if seen[seg] == 1 else f"{seg}_{seen[seg]}"
-        out.append(Segment(name=nm, kernels=tuple(ks), repeat=int(repeats.get(seg, 1)), pass_name=_pass_of(seg)))
+                         f"its segments: {', '.join(s.name for s in segs)}")
     meta = dict(meta or {})
+    dev = _device_name(raw.meta)
+    batch, seq = _batch_seq(raw.embedding_dims)
+    notes = [str(meta.get("notes", ""))] if meta.get("notes") else []
+    if n_steps:
+        notes.append(f"{n_steps} profiler step(s) in the file; "
+                     + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
+    notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
     trace = Trace(
-        name=name or path.name.split(".")[0], segments=tuple(out), model=str(meta.get("model", "")),
-        batch_size=meta.get("batch_size"), seq_len=meta.get("seq_len"), gpu=str(meta.get("gpu", "")),
+        name=name or path.name.split(".")[0], segments=tuple(segs), model=str(meta.get("model", "")),
+        batch_size=meta.get("batch_size", batch), seq_len=meta.get("seq_len", seq), gpu=str(meta.get("gpu") or dev),
         source=str(meta.get("source", f"PyTorch profiler trace {path.name}")), licence=str(meta.get("licence", "")),
-        notes=str(meta.get("notes", "")),
+        notes="; ".join(notes),
     )
     pass_time: dict[str, float] = defaultdict(float)
     for s in trace.segments:
-        pass_time[s.pass_name if s.name != "unassigned" else "unassigned"] += s.time_s
+        pass_time["unassigned" if s.name.startswith("unassigned") else s.pass_name] += s.time_s * s.repeat
     total = sum(pass_time.values())
-    share = sum(v for p, v in pass_time.items() if p in ("forward", "backward", "optimizer")) / total
-    return KinetoImport(trace=trace, labelled=bool(labels), assigned_time_share=share, pass_time_s=dict(pass_time))
+    share = 1.0 if labelled else sum(v for p, v in pass_time.items() if p in ("forward", "backward", "optimizer")) / total
+    log.info("imported %s: %d GPU events, %d segments (%s)", path.name, len(first), len(segs), structure)
+    return KinetoImport(trace=trace, labelled=labelled, assigned_time_share=share, pass_time_s=dict(pass_time),
+                        structure=structure, steps=n_steps, steps_used=steps_used, events=raw.events)
 
 
-def _is_autograd_thread(ops: Sequence[tuple[float, float, str]]) -> bool:
-    return any(n.startswith("autograd::engine") for _, _, n in ops[:200])
+def _keys(gpu: list[GpuEvent], res: list[Resolved], idx: list[int]) -> dict[int, int]:
+    """Equal keys = the same kernel: name, launch configuration, launching op and its input shapes."""
+    table: dict[tuple, int] = {}
+    return {i: table.setdefault((gpu[i].name, gpu[i].grid, gpu[i].block, gpu[i].nbytes, res[i].op, res[i].input_dims),
+                                len(table)) for i in idx}
+
+
+def _modal_steps(idx: list[int], res: list[Resolved], keys: dict[int, int]) -> tuple[list[list[int]], int]:
+    by_step: dict[int, list[int]] = defaultdict(list)
+    for i in idx:
+        by_step[res[i].step].append(i)
+    sig: dict[tuple, list[int]] = defaultdict(list)
+    for st, ii in by_step.items():
+        sig[tuple(keys[i] for i in ii)].append(st)
+    best = max(sig.values(), key=lambda v: (len(v), -v[0]))
+    left = len(by_step) - len(best)
+    if left:
+        log.warning("%d of %d profiler steps launch a different kernel sequence (warm-up?) and are left out",
+                    left, len(by_step))
+    return [by_step[s] for s in sorted(best)], len(best)
+
+
+def _labelled_segments(gpu, res, first, t_us, repeats) -> list[Segment]:
+    runs: list[tuple[str, list[Kernel]]] = []
+    for j, i in enumerate(first):
+        seg = res[i].label or "unassigned"
+        k = kernel_from_event(gpu[i], res[i].op, res[i].input_dims, float(t_us[j]) * 1e-6)
+        if runs and runs[-1][0] == seg:
+            runs[-1][1].append(k)
+        else:
+            runs.append((seg, [k]))
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for seg, ks in runs:
+        seen[seg] += 1
+        nm = seg if seen[seg] == 1 else f"{seg}_{seen[seg]}"
+        out.append(Segment(name=nm, kernels=tuple(ks), repeat=int(repeats.get(seg, 1)), pass_name=_pass_of(seg)))
+    return out
+
+
+def _units(res: list[Resolved], first: list[int]) -> list[str | None] | None:
+    """Each kernel's module instance at the depth where a module class repeats most among siblings, or None."""
+    sib: dict[tuple[int, str, str], set[str]] = defaultdict(set)
+    for i in first:
+        ch = res[i].modules
+        for d in range(1, len(ch)):
+            sib[(d, ch[d - 1], unit_class(ch[d]))].add(ch[d])
+    if not sib:
+        return None
+    (depth, _, _), inst = max(sib.items(), key=lambda kv: (len(kv[1]), -kv[0][0]))
+    if len(inst) < 2:
+        return None
+    units = [res[i].modules[depth] if len(res[i].modules) > depth else None for i in first]
+    passes = [res[i].pass_name for i in first]
+    # kernels with no module between two kernels of the same unit (autograd bookkeeping) belong to it
+    nxt: list[str | None] = [None] * len(units)
+    cur = None
+    for j in range(len(units) - 1, -1, -1):
+        if units[j] is not None:
+            cur = units[j]
+        if j + 1 < len(units) and passes[j + 1] != passes[j]:
+            cur = units[j]
+        nxt[j] = cur
+    prev = None
+    for j in range(len(units)):
+        if j and passes[j] != passes[j - 1]:
+            prev = None
+        if units[j] is None and prev is not None and nxt[j] == prev:
+            units[j] = prev
+        prev = units[j] if units[j] is not None else prev
+    return units
+
+
+def _found_segments(gpu, res, first, t_us, keys, repeats) -> tuple[list[Segment], str]:
+    passes = [res[i].pass_name or "unassigned" for i in first]
+    units = _units(res, first)
+    structure = "modules" if units is not None else "sequence"
+    segs: list[Segment] = []
+    seen: dict[str, int] = defaultdict(int)
+    j = 0
+    n = len(first)
+    while j < n:
+        e = j + 1
+        while e < n and passes[e] == passes[j]:
+            e += 1
+        blocks = (merge_units(keys[j:e], units[j:e]) if units is not None else find_blocks(keys[j:e]))
+        p = passes[j]
+        for b in blocks:
+            s0 = j + b.start
+            base = f"{p}.{b.unit}" if b.unit else (p if b.count == 1 else f"{p}.repeat")
+            seen[base] += 1
+            nm = base if seen[base] == 1 else f"{base}#{seen[base]}"
+            ks = []
+            for q in range(b.period):
+                pos = s0 + q + b.period * np.arange(b.count)
+                i = first[s0 + q]
+                ks.append(kernel_from_event(gpu[i], res[i].op, res[i].input_dims, float(t_us[pos].mean()) * 1e-6))
+            segs.append(Segment(name=nm, kernels=tuple(ks), repeat=int(repeats.get(nm, b.count)),
+                                pass_name=p if p in PASSES else "other"))
+        j = e
+    return segs, structure
+
+
+def _device_name(meta: Mapping[str, Any]) -> str:
+    props = meta.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], Mapping):
+        return str(props[0].get("name", ""))
+    return ""
+
+
+def _batch_seq(dims_text: str | None) -> tuple[int | None, int | None]:
+    """Batch and sequence length from the token embedding's index shape ``[batch, seq]``, when recorded."""
+    if not dims_text:
+        return None, None
+    try:
+        dims = ast.literal_eval(dims_text)
+    except (ValueError, SyntaxError):
+        return None, None
+    if isinstance(dims, list) and len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) == 2:
+        return int(dims[1][0]), int(dims[1][1])
+    return None, None
 
 
 def _pass_of(seg: str) -> str:
@@ -302,19 +373,3 @@ def _pass_of(seg: str) -> str:
     if seg.startswith(("forward", "embedding", "loss")):
         return "forward"
     return "other"
-
-
-def _kernel_from_event(ev: Mapping[str, Any], op: str | None) -> Kernel:
-    args = ev.get("args") or {}
-    nm = str(ev.get("name", "kernel"))
-    cat = ev.get("cat", "")
-    if cat in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset"):
-        category = "copy"
-    else:
-        category = categorize(nm)
-    grid = tuple(int(x) for x in args["grid"]) if isinstance(args.get("grid"), list) else None
-    block = tuple(int(x) for x in args["block"]) if isinstance(args.get("block"), list) else None
-    nbytes = args.get("bytes") if isinstance(args.get("bytes"), (int, float)) else None
-    return Kernel(name=nm, category=category, time_s=float(ev["dur"]) * 1e-6, grid=grid, block=block,
-                  stream=args.get("stream") if isinstance(args.get("stream"), int) else None, op=op,
-                  bytes=float(nbytes) if nbytes else None)

@@ -11,24 +11,100 @@ import argparse
 import logging
 import sys
 
-from kdvfs.cli import catalog, hw, optimize, sim, trace
+from kdvfs.cli import analyze, catalog, hw, optimize, sim, trace
 from kdvfs.errors import KdvfsError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
+# Help for options whose verb gave none, by destination: one wording for one option across every command.
+_HELP = {
+    "trace": "kdvfs trace file or bundled name (`kdvfs trace show --list`; import a PyTorch profiler trace with "
+             "`kdvfs trace import`)",
+    "file": "the file to import: a PyTorch profiler trace (.json, .json.gz) or the study's kernel table (.csv)",
+    "output": "file to write",
+    "name": "name of the new trace (default: the file's stem)",
+    "profile": "profile file or bundled name (default: the trace's bundled profile, else built from the kernel model)",
+    "gpu": "the card, a catalog name (`kdvfs gpu list`)",
+    "schedule": "schedule file (`kdvfs optimize -o`, `kdvfs analyze`)",
+    "objective": "waste: least energy within the time bound; edp/ed2p: energy × time(²); energy: least energy",
+    "granularity": "one setting per run (static), per pass, or per kernel",
+    "scope": "global: one time bound on the whole iteration; local: each kernel keeps its own",
+    "solver": "fast Lagrangian hull solver, or the exact MILP (HiGHS)",
+    "mechanism": "how a switch is issued: sync (host waits), callback (in-stream host function), predictive "
+                 "(issued early off the critical path)",
+    "switch_model": "borrow a preset's switch model",
+    "switch_latency": "total switch latency in seconds (overrides the card's)",
+    "seed": "random seed",
+    "gpus": "number of GPUs",
+    "parallel": "parallelism across GPUs",
+    "path": "simulator path: the vectorised fast path, the simpy engine, or auto",
+    "policy": "policies to compare (repeatable)",
+    "slack": "tolerated slowdown in percent",
+    "png": "figure file (default: beside the output, .png)",
+    "scope_frontier": "",
+    "slack_min": "smallest tolerated slowdown, percent",
+    "slack_max": "largest tolerated slowdown, percent",
+    "slack_step": "step between slowdowns, percent",
+    "study": "the study to reproduce (spaan2026)",
+    "sweep": "sweep CSV (`kdvfs sweep -o`)",
+    "trace_name": "name of the trace the sweep measured",
+    "train_points": "clock settings per kernel used for fitting (the rest test it)",
+    "precision": "numeric precision of the recorded block",
+    "batch": "sequences per step",
+    "seq": "tokens per sequence",
+    "warmup": "warm-up (steps for record; seconds for sweep/validate)",
+    "repeats": "measurement repeats per point",
+    "backend": "nvml (a real card; observe-only unless --allow-clock-control) or fake (the fake device)",
+    "mode": "isolated (each kernel alone, the study's case) or live (switching between kernels)",
+    "executor": "local, serial, ray or ray://HOST:PORT",
+    "out": "output folder",
+}
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Shows each option's default unless its help already says it, or there is none to show (None, False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        h = action.help or ""
+        d = action.default
+        if ("default" in h or d is None or d is False or d is argparse.SUPPRESS or not action.option_strings
+                or isinstance(action, argparse._VersionAction)):
+            return h
+        return f"{h} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)parser shows defaults in its help (subparsers inherit the parser class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["formatter_class"] = _Formatter
+        super().__init__(*args, **kwargs)
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in act.choices.values():
+                _fill_help(sp)
+        elif not act.help and act.dest in _HELP and _HELP[act.dest]:
+            act.help = _HELP[act.dest]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kdvfs", description="Kernel-level DVFS for LLM training.")
+    from kdvfs import __version__
+
+    p = _Parser(prog="kdvfs", description="Kernel-level DVFS for LLM training.")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    p.add_argument("--version", action="version", version=f"kdvfs {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def j(sp):
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
         return sp
 
-    for m in (trace, catalog, optimize, sim, hw):
+    for m in (trace, analyze, catalog, optimize, sim, hw):
         m.register(sub, j)
+    _fill_help(p)
     return p
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["check_profile_clocks", "load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
+__all__ = ["check_profile_clocks", "load_profile_ref", "load_trace", "out", "problem", "profile_gpu", "progress",
+           "stage_progress", "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -43,6 +44,8 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 
 def problem(a):
+    """The trace and its profile: ``--profile``, else the trace's bundled profile, else — with ``--gpu`` — built from
+    the kernel model in memory (never written out)."""
     from kdvfs.optimize import Problem
 
     t = load_trace(a.trace)
@@ -52,7 +55,21 @@ def problem(a):
         from kdvfs.bundled import default_profile_path
         from kdvfs.profile import load_profile
 
-        prof = load_profile(default_profile_path(t))
+        try:
+            path = default_profile_path(t)
+        except InputError:
+            gpu = getattr(a, "gpu", None)
+            if not gpu:
+                raise InputError(f"trace {t.name!r} has no bundled profile: give --gpu NAME to build one from the kernel "
+                                 f"model in memory, or build one with `kdvfs profile build --trace {a.trace} --gpu GPU -o "
+                                 "P.csv` (or fit one from a sweep with `kdvfs profile fit`) and pass --profile P.csv") from None
+            from kdvfs.gpus import get_gpu
+            from kdvfs.model import default_params
+            from kdvfs.profile import build_profile
+
+            spec = get_gpu(gpu)
+            return Problem(t, build_profile(t, spec, default_params(t, spec)))
+        prof = load_profile(path)
     check_profile_clocks(prof)
     return Problem(t, prof)
 
@@ -93,8 +110,57 @@ def switch_model(a, gpu_name: str | None):
     return get_gpu(name).switch
 
 
-def progress(console, total: int, label: str):
+def progress(console, total: int, label: str):  # noqa: ARG001 — progress always goes to stderr
+    """A progress bar on stderr (stdout stays clean for ``--json``), shown when stderr is a terminal."""
+    import sys
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
-                    transient=True, disable=not console.is_terminal)
+    err = make_console(sys.stderr)
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
+                    transient=True, disable=not err.is_terminal)
+
+
+def profile_gpu(ref: str) -> str:
+    """The card named in a profile's ``# kdvfs-profile/1 gpu=NAME`` header line ('' when none)."""
+    import gzip
+
+    from kdvfs.bundled import resolve_profile_path
+
+    path = resolve_profile_path(ref)
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rt") if gz else path.open()) as f:
+        first = f.readline()
+    if first.startswith("#"):
+        for word in first[1:].split():
+            if word.startswith("gpu="):
+                return "" if word[4:] == "-" else word[4:]
+    return ""
+
+
+class stage_progress:  # noqa: N801 — used like a function: `with stage_progress(err, "import") as prog`
+    """A rich progress bar on stderr (only on a terminal), as ``progress(stage, fraction)``."""
+
+    def __init__(self, console, label: str) -> None:
+        self.console, self.label = console, label
+        self.bar = None
+
+    def __enter__(self):
+        if self.console is None or not self.console.is_terminal:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=self.console,
+                            transient=True)
+        self.bar.__enter__()
+        self.task = self.bar.add_task(self.label, total=1.0)
+
+        def update(stage: str, fraction: float) -> None:
+            self.bar.update(self.task, description=f"{self.label}: {stage}", completed=fraction)
+
+        return update
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)

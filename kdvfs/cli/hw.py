@@ -82,8 +82,9 @@ def cmd_sweep(a) -> int:
     kw = dict(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, allow_clock_control=a.allow_clock_control,
               min_steps=a.min_steps)
     t0 = time.perf_counter()
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=c,
-                  disable=a.json or not c.is_terminal) as prog:
+    err = make_console(sys.stderr)  # progress on stderr: stdout stays clean for --json
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
+                  disable=not err.is_terminal) as prog:
         task = prog.add_task("sweep", total=None)
         kw["progress"] = lambda n, tot: prog.update(task, completed=n, total=tot)
         if a.sparse:

@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from kdvfs.cli.common import problem, progress, switch_model, write_csv
+from kdvfs.cli.common import problem, profile_gpu, progress, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -24,7 +24,9 @@ def cmd_simulate(a) -> int:
     from simulator import ParallelConfig, SimConfig, simulate, write_timeline
 
     pb = problem(a)
-    spec = get_gpu(a.gpu)
+    if not (a.gpu or pb.profile.gpu):
+        raise InputError("the profile does not name its card: give --gpu NAME")
+    spec = get_gpu(a.gpu or pb.profile.gpu)  # the profile's own card unless --gpu says otherwise
     check_card(pb.profile.gpu, spec.name)
     sched = load_schedule(a.schedule)
     a.parallel_given = a.parallel is not None
@@ -123,7 +125,10 @@ def cmd_whatif(a) -> int:
 
     trace_ref = a.trace
     profile_ref = a.profile or a.trace
-    card = a.gpu
+    # the card the profile belongs to: --gpu, else the profile's own header (never a silent default)
+    card = a.gpu or profile_gpu(profile_ref)
+    if not card:
+        raise InputError(f"profile {profile_ref!r} does not name its card: give --gpu NAME")
     get_gpu(card)
     from kdvfs.bundled import resolve_profile_path
     from kdvfs.identity import check_card, file_header
@@ -155,7 +160,8 @@ def cmd_whatif(a) -> int:
         return 0
     c.print(table(f"what-if: {len(rows)} scenarios in {time.perf_counter() - t0:.1f} s",
                   ["switch model", "latency (s)", "mechanism", "policy", "slack %", "time %", "energy %", "switches"],
-                  [[r["gpu"], f"{r['switch_latency_s']:.3g}", r["mechanism"], r["policy"], r["slack_pct"],
+                  [[r["gpu"], f"{r['switch_latency_s']:.3g}", r["mechanism"],
+                    "ideal (free switching)" if r["policy"] == "ideal" else r["policy"], r["slack_pct"],
                     f"{r['time_change_pct']:+.3f}", f"{r['energy_change_pct']:+.3f}", r["switches"]] for r in rows[:200]]))
     if len(rows) > 200:
         c.print(f"… {len(rows) - 200} more rows in the CSV")
@@ -210,7 +216,8 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
                           f"{nv['energy_change_pct']:+.2f} / {nv['time_change_pct']:+.2f}",
                           f"{sa['energy_change_pct']:+.2f} / {sa['time_change_pct']:+.2f}", sa["switches"],
                           f"{100 * sa['energy_change_pct'] / ideal['energy_change_pct']:.0f} %"])
-    c.print(table(f"2. What survives the switch latency (ideal kernel-level: {ideal['energy_change_pct']:+.2f} % energy, "
+    c.print(table(f"2. What survives the switch latency (kernel-level ideal (free switching): "
+                  f"{ideal['energy_change_pct']:+.2f} % energy, "
                   f"{ideal['switches']} switches; strict waste, slack 0)",
                   ["generation", "switch (ms)", "mechanism", "naive ΔE/Δt %", "switch-aware ΔE/Δt %", "switches",
                    "of ideal kept"], trows))
@@ -235,7 +242,7 @@ def register(sub, j) -> None:
     sp.add_argument("--trace", required=True)
     sp.add_argument("--profile")
     sp.add_argument("--schedule", required=True)
-    sp.add_argument("--gpu", required=True)
+    sp.add_argument("--gpu", help="the card (default: the one the profile's header names)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds (overrides the preset)")
     sp.add_argument("--switch-model", help="borrow another preset's switch model")
@@ -255,7 +262,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("whatif", help="grid over switch latency, presets, mechanisms, policies and slack"))
     sp.add_argument("--trace", default="gpt3xl-llmc-rtx3080ti")
     sp.add_argument("--profile")
-    sp.add_argument("--gpu", default="rtx3080ti", help="the card the profile belongs to")
+    sp.add_argument("--gpu", help="the card the profile belongs to (default: the one its header names)")
     sp.add_argument("--switch-model", action="append", help="preset(s) whose switch model to use (repeatable)")
     sp.add_argument("--latency", type=float, action="append", help="switch latency in seconds (repeatable)")
     sp.add_argument("--latency-points", type=int, default=13, help="log-spaced points from 100 ns to 200 ms")
@@ -269,7 +276,7 @@ def register(sub, j) -> None:
     sp.set_defaults(fn=cmd_whatif)
 
     sp = j(sub.add_parser("demo", help="the main job on the bundled default trace"))
-    sp.add_argument("--out", default="kdvfs-demo")
+    sp.add_argument("-o", "--output", "--out", dest="out", default="kdvfs-demo", help="output folder")
     sp.add_argument("--executor", default="local")
     sp.set_defaults(fn=cmd_demo)
 

@@ -11,6 +11,18 @@ from kdvfs.errors import InputError
 
 __all__ = ["register"]
 
+def describe_trace(t) -> str:
+    """`` — MODEL on GPU; batch B × seq S`` with only the parts the trace knows (never "None")."""
+    parts = []
+    what = " on ".join(x for x in (t.model, t.gpu) if x)
+    if what:
+        parts.append(what)
+    if t.batch_size is not None or t.seq_len is not None:
+        parts.append(" × ".join(x for x in (f"batch {t.batch_size}" if t.batch_size is not None else "",
+                                            f"seq {t.seq_len}" if t.seq_len is not None else "") if x))
+    return (" — " + "; ".join(parts)) if parts else ""
+
+
 def cmd_trace_show(a) -> int:
     from kdvfs.bundled import bundled_trace_names
 
@@ -27,15 +39,17 @@ def cmd_trace_show(a) -> int:
         print_json(s)
         return 0
     c = out(a)
-    c.print(f"[bold]{t.name}[/bold] — {t.model} on {t.gpu}; batch {t.batch_size} × seq {t.seq_len}")
+    c.print(f"[bold]{t.name}[/bold]" + describe_trace(t))
     c.print(f"source: {t.source}")
+    if t.notes:
+        c.print(f"notes: {t.notes}")
     c.print(table("segments", ["segment", "pass", "repeat", "kernels", "time (s)"],
                   [[g["name"], g["pass"], g["repeat"], g["kernels"], g["time_s"]] for g in s["segments"]]))
     c.print(table("time share by category", ["category", "share"],
                   [[k, f"{100 * v:.1f} %"] for k, v in s["category_time_share"].items()]))
     e = f", {s['total_energy_j']:.1f} J" if s["total_energy_j"] else ""
-    c.print(f"{s['kernels']} kernels ({s['kernels_per_layer']} per layer), {s['instances']} instances, "
-            f"{s['total_time_s']:.4g} s per iteration{e}")
+    per_layer = f" ({s['kernels_per_layer']} per repeated block)" if s["kernels_per_layer"] else ""
+    c.print(f"{s['kernels']} kernels{per_layer}, {s['instances']} instances, {s['total_time_s']:.4g} s per iteration{e}")
     return 0
 
 
@@ -59,17 +73,30 @@ def cmd_trace_import(a) -> int:
             if not v.isdigit() or int(v) < 1:
                 raise InputError(f"--repeat {r!r} must look like SEGMENT=N with N ≥ 1, e.g. forward_layer=24")
             reps[k] = int(v)
-        imp = import_kineto(src, name=a.name, repeats=reps, step=a.step)
+        import sys
+
+        from kdvfs.cli.common import stage_progress
+        from kdvfs.console import make_console
+
+        with stage_progress(make_console(sys.stderr), "import") as prog:
+            imp = import_kineto(src, name=a.name, repeats=reps, step=a.step, progress=prog)
         t = imp.trace
-        info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s}
+        info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
+                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used}
     save_trace(t, a.output)
     doc = dict(t.summary(), output=str(a.output), **info)
     if a.json:
         print_json(doc)
     else:
-        out(a).print(f"wrote {a.output}: {doc['kernels']} kernels, {doc['instances']} instances, "
-                      f"{doc['total_time_s']:.4g} s; forward/backward/optimizer assigned to "
-                      f"{100 * info['assigned_time_share']:.1f} % of GPU time")
+        c = out(a)
+        c.print(f"wrote {a.output}: {doc['kernels']} kernels, {doc['instances']} instances, "
+                f"{doc['total_time_s']:.4g} s; forward/backward/optimizer assigned to "
+                f"{100 * info['assigned_time_share']:.1f} % of GPU time")
+        rep = [g for g in doc["segments"] if g["repeat"] > 1 and g["kernels"] > 1]
+        if rep:
+            src_txt = {"modules": "the module hierarchy", "sequence": "the kernel sequence", "labels": "the labels"}
+            c.print(f"repeated blocks (from {src_txt.get(info.get('structure'), 'the labels')}): "
+                    + ", ".join(f"{g['name']} × {g['repeat']} ({g['kernels']} kernels)" for g in rep))
     return 0
 
 
@@ -92,8 +119,11 @@ def register(sub, j) -> None:
     sp.add_argument("file")
     sp.add_argument("-o", "--output", required=True)
     sp.add_argument("--name")
-    sp.add_argument("--repeat", action="append", help="SEGMENT=N repeat count (e.g. forward_layer=24)")
-    sp.add_argument("--step", choices=["last", "all"], default="last", help="with ProfilerStep annotations: keep the last step")
+    sp.add_argument("--repeat", action="append",
+                    help="SEGMENT=N: repeat count of a segment named by the recorder's kdvfs: labels (e.g. "
+                         "forward_layer=24); repeats in other traces are found automatically")
+    sp.add_argument("--step", choices=["last", "all"], default="last",
+                    help="with ProfilerStep annotations: the last step, or every step averaged into one iteration")
     sp.set_defaults(fn=cmd_trace_import)
 
     sp = j(sub.add_parser("record", help="record the GPT-3-style block on this GPU (needs the torch extra)"))

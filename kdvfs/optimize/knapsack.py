@@ -52,13 +52,10 @@ def _at_fastest(T: np.ndarray, r: np.ndarray, budget: float) -> bool:
 def pareto_front(t: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Indices of settings not dominated in (time, energy), sorted by time."""
     order = np.lexsort((e, t))
-    keep = []
-    best_e = np.inf
-    for i in order:
-        if e[i] < best_e - 1e-18:
-            keep.append(i)
-            best_e = e[i]
-    return np.array(keep, dtype=np.int64)
+    eo = e[order]
+    # kept: strictly below every energy seen at a smaller (or equal, earlier) time — a running minimum, vectorised
+    prev_min = np.concatenate([[np.inf], np.minimum.accumulate(eo)[:-1]])
+    return order[eo < prev_min - 1e-18].astype(np.int64)
 
 
 def lower_hull(t: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -142,19 +139,59 @@ def solve_local(T: np.ndarray, E: np.ndarray, r: np.ndarray, bound_t: np.ndarray
     return Allocation(tuple({s: int(r[k])} for k, s in enumerate(choice)), "local")
 
 
+def unique_rows(T: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each group, group of each row) for kernels whose time and energy rows are identical — the same
+    kernel (name and shapes) launched in several places of a flat trace is one item with the summed count."""
+    both = np.ascontiguousarray(np.hstack([T, E]))
+    view = both.view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
+    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
+def _split(counts: list[dict[int, int]], group: np.ndarray, r: np.ndarray) -> list[dict[int, int]]:
+    """Hand each group's instances per setting back to its member kernels, in kernel order (deterministic)."""
+    left = [sorted(c.items()) for c in counts]
+    out: list[dict[int, int]] = []
+    for k, g in enumerate(group.tolist()):
+        need = int(r[k])
+        mine: dict[int, int] = {}
+        items = left[g]
+        while need:
+            s, n = items[0]
+            take = min(n, need)
+            mine[s] = mine.get(s, 0) + take
+            need -= take
+            if take == n:
+                items.pop(0)
+            else:
+                items[0] = (s, n - take)
+        out.append(mine)
+    return out
+
+
 def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
     """Lagrangian on the per-kernel hulls, the boundary kernels split integrally, then greedy use of the slack.
 
     Hull segments are taken in order of falling energy saved per second; a kernel whose next segment does not fit
     whole moves as many instances as fit and stops there, and later (cheaper) segments of other kernels still use
     the room left. The Lagrangian dual value at the first segment that did not fit is a proven lower bound on the
-    optimum energy.
+    optimum energy. Kernels with identical rows are solved as one item (``unique_rows``) and split back afterwards.
 
     A budget at (or below) the fastest total time returns ``fastest_allocation`` (``auto`` preferred where it is
     fastest).
     """
     if _at_fastest(T, r, budget):
         return fastest_allocation(T, E, r, auto)
+    first, group = unique_rows(T, E)
+    if len(first) < len(r):
+        rr = np.bincount(group, weights=r, minlength=len(first)).astype(np.int64)
+        a = _solve_fast(T[first], E[first], rr, budget)
+        return Allocation(tuple(_split([dict(c) for c in a.counts], group, r)), a.solver, a.bound_energy_j)
+    return _solve_fast(T, E, r, budget)
+
+
+def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> Allocation:
+    """The fast solver on distinct kernels (see ``solve_fast``)."""
     K = T.shape[0]
     hulls = kernel_hulls(T, E)
     # segments between consecutive hull points sorted by energy saved per time; start at each kernel's fastest hull

@@ -9,6 +9,8 @@ pass-level optima, or staying at auto: those are evaluated the same way and the 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from kdvfs.errors import InputError
@@ -20,6 +22,8 @@ from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts, check_mechanism, sequence_cost
 
 __all__ = ["coarse_switch_aware", "evaluate_with_switching", "switch_aware", "candidate_settings"]
+
+log = logging.getLogger(__name__)
 
 
 def evaluate_with_switching(pb: Problem, sched: Schedule, sw: SwitchModel, mechanism: str = "sync",

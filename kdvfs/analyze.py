@@ -1,0 +1,229 @@
+"""``kdvfs analyze``: from a user's trace to an answer in one call.
+
+For a trace (imported from ``torch.profiler``, or a kdvfs trace) and a card: the profile (from the kernel model, or a
+given one), then for each tolerated slowdown (default 0, 1, 2 and 5 %):
+
+- **ideal (free switching)** — the kernel-level global optimum when a clock switch costs nothing (the study's case);
+- **naive** — that same schedule paying the card's switch latency at every switch (``kdvfs.switching``: the simulator's
+  fast path), under each switch mechanism;
+- **switch-aware** — the schedule planned with the card's switch model (kernel-level: what a per-kernel controller
+  could do);
+- **at module boundaries** — switch-aware with switches only where a training-loop runtime sees a boundary (module
+  hooks, ``hw_backend.torch_runtime``): what can be applied to the live model today.
+
+``write_report`` writes ``analysis.json``, ``report.md``, a figure, and the boundary-level schedules ready for the
+runtime. Every number computed with free switching carries the words "ideal (free switching)".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kdvfs.gpus import GpuSpec, SwitchModel
+from kdvfs.optimize import Problem, evaluate_with_switching, optimize, switch_aware
+from kdvfs.profile import Profile, build_profile
+from kdvfs.runtime_plan import boundary_schedule, regions_of
+from kdvfs.schedule import Schedule, save_schedule
+from kdvfs.switching import MECHANISMS, SwitchCosts, check_mechanism
+from kdvfs.trace import Trace
+
+__all__ = ["IDEAL", "analyze", "write_report"]
+
+log = logging.getLogger(__name__)
+
+IDEAL = "ideal (free switching)"
+DEFAULT_SLACKS = (0.0, 1.0, 2.0, 5.0)
+
+
+def _row(policy: str, slack: float, mech: str | None, t_pct: float, e_pct: float, switches: int) -> dict[str, Any]:
+    return {"slack_pct": slack, "policy": policy, "mechanism": mech, "time_change_pct": float(t_pct),
+            "energy_change_pct": float(e_pct), "switches": int(switches)}
+
+
+def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks: Sequence[float] = DEFAULT_SLACKS,
+            mechanism: str = "predictive", switch: SwitchModel | None = None, kernel_switch_aware: bool = True,
+            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, Any], dict[str, Schedule]]:
+    """The analysis document and the schedules it made (name → schedule); see the module docstring."""
+    from kdvfs.model import default_params
+
+    check_mechanism(mechanism)
+    sw = switch or spec.switch
+    costs = SwitchCosts(idle_power_w=spec.idle_power_w)
+    prof_src = "given"
+    if profile is None:
+        profile = build_profile(trace, spec, default_params(trace, spec))
+        prof_src = "model"
+    pb = Problem(trace, profile)
+    steps = len(slacks) * (3 if kernel_switch_aware else 2)
+    done = 0
+
+    def tick(what: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(what, done, steps)
+
+    rows: list[dict[str, Any]] = []
+    schedules: dict[str, Schedule] = {}
+    for sl in slacks:
+        ideal = optimize(pb, "waste", sl, "kernel", "global")
+        p = ideal.predicted
+        rows.append(_row(IDEAL, sl, None, p["time_change_pct"], p["energy_change_pct"], ideal.switches))
+        for m in MECHANISMS:
+            ev = evaluate_with_switching(pb, ideal, sw, m, costs)
+            rows.append(_row("naive", sl, m, ev["time_change_pct"], ev["energy_change_pct"], ev["switches"]))
+        schedules[f"schedule-ideal-slack{sl:g}.json"] = ideal
+        tick(f"ideal and naive, slack {sl:g} %")
+        if kernel_switch_aware:
+            sa = switch_aware(pb, sw, mechanism, sl, costs)
+            q = sa.predicted
+            rows.append(_row("switch-aware", sl, mechanism, q["time_change_pct"], q["energy_change_pct"], q["switches"]))
+            tick(f"switch-aware, slack {sl:g} %")
+        bs = boundary_schedule(pb, sw, mechanism, sl, costs)
+        q = bs.predicted
+        rows.append(_row("switch-aware at module boundaries", sl, mechanism, q["time_change_pct"],
+                         q["energy_change_pct"], q["switches"]))
+        schedules[f"schedule-boundary-slack{sl:g}.json"] = bs
+        tick(f"module boundaries, slack {sl:g} %")
+    s = trace.summary()
+    doc = {
+        "trace": {"name": trace.name, "gpu_at_capture": trace.gpu, "model": trace.model, "batch_size": trace.batch_size,
+                  "seq_len": trace.seq_len, "kernels": s["kernels"], "instances": s["instances"],
+                  "time_s": s["total_time_s"], "notes": trace.notes,
+                  "repeated_segments": [{"name": g["name"], "repeat": g["repeat"], "kernels": g["kernels"]}
+                                        for g in s["segments"] if g["repeat"] > 1],
+                  "runtime_regions": len(regions_of(trace))},
+        "gpu": spec.name, "settings": len(profile.settings), "profile": prof_src,
+        "auto": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j},
+        "switch_model": {"latency_s": sw.total_s, "host_call_s": sw.host_call_s, "transition_s": sw.transition_s,
+                         "source": sw.source},
+        "mechanism": mechanism, "slacks_pct": list(slacks), "rows": rows,
+        "note": f"'{IDEAL}' rows assume a clock switch costs nothing; the others pay the card's switch latency "
+                f"({1e3 * sw.total_s:.3g} ms) as kdvfs.switching (the simulator's fast path) models it.",
+    }
+    return doc, schedules
+
+
+def write_report(doc: dict[str, Any], schedules: dict[str, Schedule], out: str | Path) -> dict[str, Path]:
+    """``analysis.json``, ``report.md``, ``analysis.png`` and the schedules, in ``out`` (created)."""
+    from kdvfs.console import to_jsonable
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "analysis.json", "report": out / "report.md", "figure": out / "analysis.png"}
+    paths["json"].write_text(json.dumps(to_jsonable(doc), indent=1) + "\n")
+    for name, s in schedules.items():
+        save_schedule(s, out / name)
+    _figure(doc, paths["figure"])
+    paths["report"].write_text(report_markdown(doc, sorted(schedules)))
+    return paths
+
+
+def _best(doc: dict[str, Any], policy: str, slack: float, mech: str | None) -> dict[str, Any] | None:
+    for r in doc["rows"]:
+        if r["policy"] == policy and r["slack_pct"] == slack and r["mechanism"] == mech:
+            return r
+    return None
+
+
+def _pct(v: float, digits: int = 1) -> str:
+    """``+1.2 %``; values that round to zero print as ``+0.0 %`` (never ``-0.0 %``)."""
+    v = 0.0 if abs(v) < 0.5 * 10 ** -digits else v
+    return f"{v:+.{digits}f} %"
+
+
+def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> str:
+    """The short Markdown report (every number from ``doc``)."""
+    t = doc["trace"]
+    sw = doc["switch_model"]
+    mech = doc["mechanism"]
+    lines = [f"# kdvfs analysis: {t['name']} on {doc['gpu']}", ""]
+    facts = [f"{t['instances']} kernel instances per iteration ({t['kernels']} distinct kernels), "
+             f"{1e3 * t['time_s']:.4g} ms at capture"]
+    if t["gpu_at_capture"]:
+        facts.append(f"captured on {t['gpu_at_capture']}")
+    if t["batch_size"] is not None and t["seq_len"] is not None:
+        facts.append(f"batch {t['batch_size']} × sequence {t['seq_len']}")
+    lines += ["- " + "; ".join(facts) + "."]
+    blocks = [g for g in t["repeated_segments"] if g["kernels"] > 1]
+    runs = [g for g in t["repeated_segments"] if g["kernels"] == 1]
+    if blocks or runs:
+        parts = [f"{g['name']} × {g['repeat']} ({g['kernels']} kernels)" for g in blocks]
+        if runs:
+            parts.append(f"{len(runs)} run(s) of one kernel launched back to back ({sum(g['repeat'] for g in runs)} "
+                         "launches)")
+        lines.append("- Repeated structure: " + ", ".join(parts) + ".")
+    lines += [f"- Profile: {'the kernel model of the card (no measurement)' if doc['profile'] == 'model' else 'given'}, "
+              f"{doc['settings']} clock settings.",
+              f"- Switch latency of {doc['gpu']}: {1e3 * sw['latency_s']:.3g} ms ({sw['source']}); mechanism for the "
+              f"switch-aware plans: {mech}.", ""]
+    lines += ["| slack | policy | time | energy | switches / iteration |", "|---:|---|---:|---:|---:|"]
+    for r in doc["rows"]:
+        if r["policy"] == "naive" and r["mechanism"] != mech:
+            continue
+        pol = r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else "")
+        lines.append(f"| {r['slack_pct']:g} % | {pol} | {_pct(r['time_change_pct'], 2)} | "
+                     f"{_pct(r['energy_change_pct'], 2)} | {r['switches']} |")
+    lines.append("")
+    kept = []
+    for sl in doc["slacks_pct"]:
+        ideal = _best(doc, IDEAL, sl, None)
+        bnd = _best(doc, "switch-aware at module boundaries", sl, mech)
+        if ideal and bnd:
+            kept.append(f"slack {sl:g} %: {_pct(ideal['energy_change_pct'])} {IDEAL} → "
+                        f"{_pct(bnd['energy_change_pct'])} at module boundaries ({bnd['switches']} switches)")
+    if kept:
+        lines.append("Energy per iteration, what per-kernel clocks would give against what survives this card's switch "
+                     "latency when switching where a training-loop runtime can: " + "; ".join(kept) + ".")
+    lines += ["", "Time and energy are relative to the driver's own clocks (auto), per iteration, from the profile. "
+              f"'{IDEAL}' assumes a switch costs nothing. 'naive' pays every switch of that schedule; the naive rows "
+              "of the other mechanisms are in analysis.json.", ""]
+    if schedule_files:
+        lines += ["Files: `analysis.json`, `analysis.png`, " + ", ".join(f"`{f}`" for f in schedule_files) + ".",
+                  "Apply a `schedule-boundary-*` file in the training loop with `hw_backend.torch_runtime.KdvfsRuntime` "
+                  "(README, step 4).", ""]
+    return "\n".join(lines)
+
+
+def _figure(doc: dict[str, Any], path: Path) -> None:
+    from kdvfs.plots import _plt
+
+    plt = _plt()
+    mech = doc["mechanism"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4))
+    for pol, m, style in ((IDEAL, None, "o-"), ("naive", mech, "x--"), ("switch-aware", mech, "s-"),
+                          ("switch-aware at module boundaries", mech, "d-")):
+        pts = [(r["slack_pct"], r["energy_change_pct"], r["time_change_pct"]) for r in doc["rows"]
+               if r["policy"] == pol and r["mechanism"] == m]
+        if not pts:
+            continue
+        label = pol if m is None else f"{pol} ({m})"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+        bx.plot([p[0] for p in pts], [p[2] for p in pts], style, label=label)
+    ax.set_xlabel("tolerated slowdown (%)")
+    ax.set_ylabel("energy change vs auto (%)")
+    bx.set_xlabel("tolerated slowdown (%)")
+    bx.set_ylabel("time change vs auto (%)")
+    # keep the axes on the data that matters: a naive schedule can lose by orders of magnitude
+    good = [r for r in doc["rows"] if r["policy"] != "naive"]
+    if good:
+        lo = min(r["energy_change_pct"] for r in good)
+        ax.set_ylim(min(lo * 1.15, -1), max(5.0, -0.1 * lo))
+        hi = max(r["time_change_pct"] for r in good)
+        top = max(hi * 1.3, 2)
+        bx.set_ylim(-1, top)
+        naive = [r["time_change_pct"] for r in doc["rows"] if r["policy"] == "naive" and r["mechanism"] == mech]
+        if naive and max(naive) > top:
+            bx.text(0.02, 0.97, f"naive ({mech}): {min(naive):+.3g} to {max(naive):+.3g} % time, off this scale",
+                    transform=bx.transAxes, va="top", fontsize=8, color="C1")
+    for a in (ax, bx):
+        a.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.suptitle(f"{doc['trace']['name']} on {doc['gpu']} (switch {1e3 * doc['switch_model']['latency_s']:.3g} ms)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

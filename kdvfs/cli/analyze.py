@@ -1,0 +1,124 @@
+"""Verbs ``analyze`` (a user's trace, Kineto or kdvfs, to an answer in one command) and ``results`` (docs/results.md
+from validation/)."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+from kdvfs.cli.common import out, stage_progress
+from kdvfs.console import make_console, print_json, table
+from kdvfs.errors import InputError
+
+__all__ = ["load_any_trace", "register"]
+
+
+def _is_kineto(path: Path) -> bool:
+    """A PyTorch profiler trace, judged from its first bytes (a kdvfs trace starts with its format)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return "kdvfs-trace/" not in text and any(k in text for k in ('"traceEvents"', '"schemaVersion"',
+                                                                  '"deviceProperties"', '"ph"'))
+
+
+def load_any_trace(ref: str, step: str = "last", err=None):
+    """A kdvfs trace (file or bundled name), or a Kineto file imported on the fly (progress on ``err``)."""
+    from kdvfs.cli.common import load_trace
+
+    p = Path(ref)
+    if p.exists() and _is_kineto(p):
+        from kdvfs.importers import import_kineto
+
+        with stage_progress(err, "import") as prog:
+            return import_kineto(p, step=step, progress=prog).trace
+    return load_trace(ref)
+
+
+def cmd_analyze(a) -> int:
+    from kdvfs.analyze import IDEAL, analyze, write_report
+    from kdvfs.gpus import SwitchModel, get_gpu
+
+    err = make_console(sys.stderr)
+    t = load_any_trace(a.trace, a.step, err)
+    prof = None
+    gpu = a.gpu
+    if a.profile:
+        from kdvfs.cli.common import load_profile_ref
+
+        prof = load_profile_ref(a.profile)
+        gpu = gpu or prof.gpu
+    if not gpu:
+        raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
+                         "whose header names it")
+    spec = get_gpu(gpu)
+    sw = SwitchModel.from_latency(a.switch_latency) if a.switch_latency is not None else None
+    with stage_progress(err, "analyze") as prog:
+        doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
+                                 progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)))
+    folder = Path(a.output or f"kdvfs-analysis-{t.name}")
+    paths = write_report(doc, schedules, folder)
+    doc["output"] = {k: str(v) for k, v in paths.items()}
+    if a.json:
+        print_json(doc)
+        return 0
+    c = out(a)
+    c.print(f"[bold]{t.name}[/bold] on {spec.name}: {doc['trace']['instances']} instances, switch latency "
+            f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
+    c.print(table("per iteration, against auto clocks", ["slack", "policy", "time %", "energy %", "switches"],
+                  [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
+                    f"{r['time_change_pct']:+.2f}", f"{r['energy_change_pct']:+.2f}", r["switches"]]
+                   for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
+    c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
+    return 0
+
+
+def cmd_results(a) -> int:
+    from kdvfs.results import render_results
+
+    root = Path(a.root)
+    text = render_results(root)
+    target = Path(a.output) if a.output else root / "docs" / "results.md"
+    if a.check:
+        have = target.read_text() if target.exists() else ""
+        if have != text:
+            raise InputError(f"{target} is not what the files under validation/ give; regenerate it with `kdvfs results`")
+        out(a).print(f"{target} is up to date")
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    out(a).print(f"wrote {target}")
+    return 0
+
+
+def register(sub, j) -> None:
+    sp = j(sub.add_parser("analyze", help="a trace (PyTorch profiler or kdvfs) to an answer: savings at several "
+                                          "slacks, under the card's switch latency, report and figures",
+                          ))
+    sp.add_argument("trace", help="a PyTorch profiler trace (.json/.json.gz), a kdvfs trace file or a bundled name")
+    sp.add_argument("--gpu", help="the card to plan for (default: the one named in --profile's header)")
+    sp.add_argument("--profile", help="a measured or fitted profile (default: built from the kernel model)")
+    sp.add_argument("--slack", type=float, nargs="+", default=[0.0, 1.0, 2.0, 5.0],
+                    help="tolerated slowdowns, percent")
+    sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
+                    help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
+                         "thread, as the runtime does)")
+    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds (default: the card's)")
+    sp.add_argument("--step", choices=["last", "all"], default="last",
+                    help="with ProfilerStep annotations: the last step, or all steps averaged")
+    sp.add_argument("--no-kernel-switch-aware", action="store_true",
+                    help="skip the kernel-level switch-aware plan (the slowest part on long traces)")
+    sp.add_argument("-o", "--output", help="output folder (default: kdvfs-analysis-TRACE)")
+    sp.set_defaults(fn=cmd_analyze)
+
+    sp = sub.add_parser("results", help="write docs/results.md from the result files under validation/")
+    sp.add_argument("--root", default=".", help="the repository checkout")
+    sp.add_argument("-o", "--output", help="file to write (default: ROOT/docs/results.md)")
+    sp.add_argument("--check", action="store_true", help="only check that the file is up to date (exit 2 if not)")
+    sp.set_defaults(fn=cmd_results)
