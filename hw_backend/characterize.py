@@ -20,6 +20,7 @@ imported there only), ``FakeZoo`` on ``hw_backend.fake.FakeNvml`` (no torch) for
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -46,7 +47,7 @@ from kdvfs.work import (
 )
 
 __all__ = [
-    "FORMAT", "FakeZoo", "Sampler", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "FORMAT", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
     "PROBE",
 ]
 
@@ -340,18 +341,37 @@ def _step_response(ex: Executor, be, name: str, phases: list[tuple[str, float]],
 
 
 def _finish_probe(name: str, raw: list[tuple[float, float]], phases_out: list[dict], f_ref_mhz: float) -> dict:
-    """Clock from probe durations: ``f = f_ref · t_ref / t``; t_ref the 2nd percentile in the probe-only phase (or of
-    all probes when there is none)."""
+    """The probe's raw durations and phases; the clock series is filled in by ``reference_probe`` once every step
+    response is in (one reference duration for all of them)."""
     pw = PROBE.work
-    po = [d for (t, d) in raw for ph in phases_out if ph["load"] == "probe-only" and ph["start_s"] <= t < ph["end_s"]]
-    t_ref = _pct(po if len(po) >= 10 else [d for _, d in raw], 2)
     return {
-        "probe": {"name": PROBE.name, "flops": pw.flops, "time_at_max_clock_s": t_ref, "max_clock_mhz": f_ref_mhz,
-                  "reference": "2nd percentile of the probe's durations in the probe-only phase after idle"},
+        "probe": {"name": PROBE.name, "flops": pw.flops, "time_at_max_clock_s": None, "max_clock_mhz": f_ref_mhz},
         "phases": phases_out,
-        "clock": [[round(t, 6), round(f_ref_mhz * t_ref / d, 1)] for t, d in raw],
+        "clock": [],
         "probe_durations": [[round(t, 6), d] for t, d in raw],
     }
+
+
+def reference_probe(doc: dict, percentile: float = 1.0) -> dict:
+    """Convert every step response's probe durations to clocks, ``f = f_max · t_ref / t``, with one reference
+    ``t_ref``: the ``percentile``-th percentile of the probe's durations pooled over all step responses. The first
+    probes of a heavy burst after light load run at the top clock (the card is far below its cap then), so the
+    shortest durations are the top clock's; a sparse probe right after idle is not a reference (the clock is still
+    ramping up from the idle 345 MHz). Returns ``doc`` updated in place."""
+    srs = [s for s in doc.get("step_responses", []) if "probe_durations" in s]
+    pooled = [d for s in srs for _, d in s["probe_durations"]]
+    if not pooled:
+        return doc
+    t_ref = _pct(pooled, percentile)
+    for s in srs:
+        f = s["probe"]["max_clock_mhz"]
+        s["probe"]["time_at_max_clock_s"] = t_ref
+        s["probe"]["reference"] = (f"{percentile:g}th percentile of the probe's durations pooled over all step "
+                                   "responses (the top clock's duration)")
+        # a probe that took over 2.5× the reference waited inside its own event pair (the host fell behind and the
+        # GPU idled between the events): no clock reading
+        s["clock"] = [[t, round(f * t_ref / d, 1)] for t, d in s["probe_durations"] if d <= 2.5 * t_ref]
+    return doc
 
 
 # ---------------------------------------------------------------------- the campaign
@@ -365,7 +385,8 @@ def load_characterization(path: str | Path) -> dict:
     """Read a characterisation file, checking its format."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
+        raw = path.read_bytes()
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except (OSError, ValueError) as e:
         raise FormatError(f"cannot read characterisation file {str(path)!r}: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -450,9 +471,10 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
                 ex.release()
             if "skipped" not in sr:
                 sr.update(_finish_probe(name, sr.pop("raw"), sr.pop("phases_out"), max_clock_mhz))
-                cl = [c for _, c in sr["clock"]]
-                say(f"step response {name}: {len(cl)} probes, clock {min(cl):.0f}-{max(cl):.0f} MHz")
+                d = [x for _, x in sr["probe_durations"]]
+                say(f"step response {name}: {len(d)} probes, {min(d) * 1e3:.4f}-{max(d) * 1e3:.4f} ms")
             doc["step_responses"].append(sr)
+            reference_probe(doc)
             _atomic_write(out, doc)
     doc["idle_after"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz())}
     _atomic_write(out, doc)
