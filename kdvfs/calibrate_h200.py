@@ -29,7 +29,7 @@ from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
-__all__ = ["FIT_FORMAT", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
+__all__ = ["FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -182,3 +182,59 @@ def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "") ->
     if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
         raise InputError(f"not a {FIT_FORMAT} document; write one with `kdvfs calibrate-h200`")
     return apply_h200_fit(base, fit["params"], source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`")
+
+
+def transfer_work(trace, shaped):
+    """``trace`` with the work (FLOPs, bytes, dtype, math, source) of ``shaped``, a recording of the same workload
+    with op shapes: the kernels must match one to one in order, by launching stage and name (else ``InputError``)."""
+    from dataclasses import replace as _replace
+
+    from kdvfs.trace import Segment, Trace
+
+    a, b = trace.kernels, shaped.kernels
+    if len(a) != len(b) or any((x.op, x.name) != (y.op, y.name) for x, y in zip(a, b)):
+        raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels in the same order; "
+                         "record the shaped trace from the same workload, torch and card")
+    it = iter(b)
+    segs = tuple(Segment(s.name, tuple(_replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
+                                                work_source=w.work_source) for k, w in zip(s.kernels, it)),
+                         s.repeat, s.pass_name) for s in trace.segments)
+    return Trace(trace.name, segs, trace.model, trace.batch_size, trace.seq_len, trace.gpu, trace.capture_core_mhz,
+                 trace.capture_mem_mhz, trace.source, trace.licence,
+                 (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
+
+
+def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:
+    """Rebuild the bundled H200 traces' work and profiles: each trace takes the op-shape work of its shape-recorded
+    twin (``validation/h200/steps/block-<prec>.kineto.json.gz``, the same workload on the same card), then its
+    profile is the model's (activity from work, the fitted h200 constants) over auto and every core clock at 3201 MHz.
+    """
+    from hw_backend.workloads import STAGE_REPEATS
+    from kdvfs.gpus import get_gpu
+    from kdvfs.importers import import_kineto
+    from kdvfs.model import default_params
+    from kdvfs.profile import build_profile, save_profile
+    from kdvfs.trace import load_trace, save_trace
+
+    root = Path(root)
+    spec = spec or get_gpu("h200")
+    settings = [(AUTO, AUTO)] + [(c, 3201) for c in spec.core_clocks_mhz]
+    out = []
+    for prec in ("bf16", "fp32"):
+        tpath = root / "traces" / f"gpt3xl-torch-h200-{prec}.trace.json"
+        shaped = import_kineto(root / "validation/h200/steps" / f"block-{prec}.kineto.json.gz", repeats=STAGE_REPEATS).trace
+        trace = load_trace(tpath)
+        if not any(k.work_source for k in trace.kernels):
+            trace = transfer_work(trace, shaped)
+            save_trace(trace, tpath)
+        prof = build_profile(trace, spec, default_params(trace, spec), settings=settings, source="model")
+        ppath = root / "traces" / f"gpt3xl-torch-h200-{prec}.profile.csv.gz"
+        save_profile(prof, ppath)
+        ia = prof.auto_index
+        assert prof.eff_core_mhz is not None
+        out.append({"trace": trace.name, "profile": str(ppath.name), "kernels": len(prof.keys),
+                    "settings": len(prof.settings),
+                    "iteration_time_auto_s": float(trace.repeats @ prof.time_s[:, ia]),
+                    "iteration_energy_auto_j": float(trace.repeats @ prof.energy_j[:, ia]),
+                    "throttled_at_auto": int(np.sum(prof.eff_core_mhz[:, ia] < spec.boost_core_mhz - 0.5))})
+    return out

@@ -224,3 +224,24 @@ def load_profile(path: str | Path) -> Profile:
     # the optional column counts only where every row has it (old profiles have none)
     eff = E if not np.isnan(E).any() else None
     return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""), eff)
+
+
+def clock_table(trace: Trace, profile: Profile) -> dict:
+    """Each kernel's effective core clock at every setting of a profile (``eff_core_mhz``), with its work and how it
+    was obtained: the ``--json`` view of ``kdvfs profile build``."""
+    p = profile.for_trace(trace)
+    labels = [f"{fmt_clock(c)}/{fmt_clock(m)}" for c, m in p.settings]
+    rows = []
+    for i, k in enumerate(trace.kernels):
+        r = {"kernel": trace.kernel_keys[i], "name": k.name, "category": k.category, "flops": k.flops,
+             "bytes": k.bytes, "dtype": k.dtype, "math": k.math, "work_source": k.work_source or
+             ("given" if k.flops or k.bytes else "category")}
+        if p.eff_core_mhz is not None:
+            r["eff_core_mhz"] = dict(zip(labels, (round(float(x), 1) for x in p.eff_core_mhz[i])))
+        rows.append(r)
+    out: dict = {"settings": labels, "kernels": rows}
+    if p.eff_core_mhz is not None and (AUTO, AUTO) in p._index:
+        ia = p.auto_index
+        top = max(c for c, _ in p.settings)
+        out["throttled_at_auto"] = int(np.sum(p.eff_core_mhz[:, ia] < top - 0.5))
+    return out
