@@ -41,6 +41,7 @@ from kdvfs.work import (
     copy_work,
     elementwise_work,
     gemm_work,
+    math_class,
     norm_work,
     reduction_work,
     softmax_work,
@@ -502,8 +503,14 @@ class FakeZoo:
         self.zoo = tuple(default_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
         self.index = {k.name: i for i, k in enumerate(self.zoo)}
         self.reject = set(reject)
-        fake.params = params_from_work(fake.spec, [k.work for k in self.zoo], [k.category for k in self.zoo],
-                                       keys=[k.name for k in self.zoo])
+        ws = [k.work for k in self.zoo]
+        # nominal times at the boost clock from the work at 70 % of the peak rate / bandwidth (the fake needs a time)
+        maths = [math_class(k.category, k.dtype) for k in self.zoo]
+        t = [max(w.flops / (0.7 * fake.spec.peak_flops(m)), w.bytes / (0.8e9 * fake.spec.mem_bandwidth_gbs[-1]), 2e-6)
+             for w, m in zip(ws, maths)]
+        fake.params = params_from_work(fake.spec, [w.flops for w in ws], [w.bytes for w in ws], maths,
+                                       [k.category for k in self.zoo], [k.name for k in self.zoo], t,
+                                       core_mhz=[fake.spec.boost_core_mhz] * len(ws))
         self.cur: int | None = None
 
     def prepare(self, k: ZooKernel) -> None:
@@ -513,6 +520,9 @@ class FakeZoo:
 
     def launch(self, n: int) -> float:
         assert self.cur is not None
+        name = self.zoo[self.cur].name
+        if name in self.fake.replay:
+            return self.fake.run_recorded(name, n)
         return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
 
     def wait(self, handle: float) -> float:

@@ -303,7 +303,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
     params = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
     for _ in range(iterations if auto else 1):
         unit = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
-        ev = evaluate(spec, unit, fc, cm, kernel_index=ki)
+        ev = evaluate(spec, unit, fc, cm, kernel_index=ki, cap_w=np.inf)  # time at exactly the capture clock
         scale = times / ev.time_s  # time is homogeneous in (t0, tc, tm)
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
