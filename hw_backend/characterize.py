@@ -403,7 +403,7 @@ def load_characterization(path: str | Path) -> dict:
 def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] | None = None, window_s: float = 5.0,
                  warmup_s: float = 1.0, steps: bool = True, step_scale: float = 1.0, command: str = "",
                  progress: Callable[[str], None] | None = None, threaded_sampler: bool = True,
-                 max_clock_mhz: float = 1980.0, extra: dict | None = None) -> dict:
+                 max_clock_mhz: float = 1980.0, extra: dict | None = None, max_s: float = 60.0) -> dict:
     """Run the campaign and write ``out`` after every entry (resumes entries already in ``out``).
 
     Args:
@@ -415,6 +415,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         steps: also run the step responses; ``step_scale`` scales their phase lengths (tests use short ones).
         threaded_sampler: sample NVML in a thread during step responses (real cards); else at each probe (fake).
         max_clock_mhz: the clock a probe at its reference duration runs at (the card's top clock).
+        max_s: per kernel, give up waiting for the energy counter (or closing the window) after this long.
     """
     if not getattr(be, "observe_only", False):
         raise ObserveOnlyError("characterize only observes: give it an observe-only backend (without "
@@ -445,7 +446,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
             continue
         t0 = time.perf_counter()
         try:
-            rec = _measure_kernel(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded_sampler)
+            rec = _measure_kernel(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded_sampler, max_s=max_s)
         except SkipKernel as e:
             rec = {"name": k.name, "category": k.category, "dtype": k.dtype, "shape": list(k.shape), "skipped": str(e)}
             log.warning("zoo kernel %s skipped: %s", k.name, e)

@@ -29,12 +29,12 @@ SMALL = tuple(k for k in default_zoo() if k.name in ("gemm_bf16_8192", "gemm_bf1
                                                      "copy_bf16_1GiB"))
 
 
-def _run(tmp_path, zoo=SMALL, fake=None, reject=(), steps=False, out=None):
+def _run(tmp_path, zoo=SMALL, fake=None, reject=(), steps=False, out=None, max_s=60.0):
     fake = fake or FakeNvml(get_gpu("h200"))
     be = NvmlBackend(fake, observe_only=True)
     out = out or tmp_path / "c.json"
     doc = characterize(be, FakeZoo(fake, zoo, reject=reject), out, zoo=zoo, window_s=0.5, warmup_s=0.1, steps=steps,
-                       step_scale=0.05, threaded_sampler=False, command="test")
+                       step_scale=0.02, threaded_sampler=False, command="test", max_s=max_s)
     return doc, out
 
 
@@ -89,7 +89,7 @@ def test_refuses_a_backend_that_may_write(tmp_path):
 def test_counter_that_does_not_advance_gets_one_clear_message(tmp_path):
     fake = FakeNvml(get_gpu("h200"), energy_step_s=1e9)
     with pytest.raises(HardwareError, match="energy counter .* did not advance"):
-        _run(tmp_path, fake=fake)
+        _run(tmp_path, fake=fake, max_s=1.0)
 
 
 def test_replay_reproduces_the_recorded_clocks_and_power(tmp_path):
