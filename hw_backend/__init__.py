@@ -9,6 +9,8 @@
 - ``safety`` — the sweep output's exclusive lock and the marker for clocks a killed run left locked.
 - ``runtime`` — ``ClockRuntime``: applies a schedule inside a training loop from boundary events, writes off the
   training thread; ``torch_runtime`` — ``KdvfsRuntime``, the PyTorch glue (module and optimizer hooks, CUDA events).
+- ``characterize`` — the observe-only kernel zoo and limiter step responses (``FakeZoo``; ``zoo_torch.TorchZoo`` on a
+  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config).
 pynvml and torch are imported only where needed.
 """
 

@@ -16,7 +16,7 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from kdvfs.errors import FormatError, InputError, KdvfsError
 from kdvfs.kineto import COPY_CATS, LABEL_PREFIX, OP_PREFIX, GpuEvent, Resolved, read_kineto, resolve
 from kdvfs.structure import find_blocks, merge_units, unit_class
 from kdvfs.trace import PASSES, Kernel, Segment, Trace
+from kdvfs.work import kernel_work
 
 __all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "categorize", "import_kineto", "import_spaan_csv",
            "kernel_from_event"]
@@ -208,11 +209,12 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     if len(groups) > 1:
         t_us = np.mean([[gpu[i].dur_us for i in g] for g in groups], axis=0)
     k_first = np.array([keys[i] for i in first], dtype=np.int64)
+    worked = _with_work(raw, gpu, res, first, t_us)
     if labelled:
-        segs = _labelled_segments(gpu, res, first, t_us, repeats or {})
+        segs = _labelled_segments(worked, res, first, t_us, repeats or {})
         structure = "labels"
     else:
-        segs, structure = _found_segments(gpu, res, first, t_us, k_first, repeats or {})
+        segs, structure = _found_segments(worked, res, first, t_us, k_first, repeats or {})
     unknown = sorted(set(repeats or {}) - {s.name for s in segs})
     if unknown:
         raise InputError(f"--repeat names segment(s) {', '.join(map(repr, unknown))} that {str(path)!r} does not have; "
@@ -263,11 +265,22 @@ def _modal_steps(idx: list[int], res: list[Resolved], keys: dict[int, int]) -> t
     return [by_step[s] for s in sorted(best)], len(best)
 
 
-def _labelled_segments(gpu, res, first, t_us, repeats) -> list[Segment]:
+def _with_work(raw, gpu: list[GpuEvent], res: list[Resolved], first: list[int], t_us: np.ndarray) -> list[Kernel]:
+    """The kernels of the kept step, in order, with FLOPs and bytes from their launching op's recorded shapes, else
+    their name and grid, else left to the category (``kdvfs.work``; ``work_source`` says which)."""
+    ks = [kernel_from_event(gpu[i], res[i].op, res[i].input_dims, float(t_us[j]) * 1e-6) for j, i in enumerate(first)]
+    ops = raw.ops
+    for v in ops.values():
+        v.sort(key=lambda e: (e["ts"], -e["dur"]))  # innermost op last
+    events = [{"args": {"External id": gpu[i].external_id}} for i in first]
+    return kernel_work(ks, events, ops, backward=[res[i].pass_name == "backward" for i in first])
+
+
+def _labelled_segments(worked, res, first, t_us, repeats) -> list[Segment]:
     runs: list[tuple[str, list[Kernel]]] = []
     for j, i in enumerate(first):
         seg = res[i].label or "unassigned"
-        k = kernel_from_event(gpu[i], res[i].op, res[i].input_dims, float(t_us[j]) * 1e-6)
+        k = worked[j]
         if runs and runs[-1][0] == seg:
             runs[-1][1].append(k)
         else:
@@ -314,7 +327,7 @@ def _units(res: list[Resolved], first: list[int]) -> list[str | None] | None:
     return units
 
 
-def _found_segments(gpu, res, first, t_us, keys, repeats) -> tuple[list[Segment], str]:
+def _found_segments(worked, res, first, t_us, keys, repeats) -> tuple[list[Segment], str]:
     passes = [res[i].pass_name or "unassigned" for i in first]
     units = _units(res, first)
     structure = "modules" if units is not None else "sequence"
@@ -336,8 +349,7 @@ def _found_segments(gpu, res, first, t_us, keys, repeats) -> tuple[list[Segment]
             ks = []
             for q in range(b.period):
                 pos = s0 + q + b.period * np.arange(b.count)
-                i = first[s0 + q]
-                ks.append(kernel_from_event(gpu[i], res[i].op, res[i].input_dims, float(t_us[pos].mean()) * 1e-6))
+                ks.append(replace(worked[s0 + q], time_s=float(t_us[pos].mean()) * 1e-6))
             segs.append(Segment(name=nm, kernels=tuple(ks), repeat=int(repeats.get(nm, b.count)),
                                 pass_name=p if p in PASSES else "other"))
         j = e

@@ -41,6 +41,8 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _CHUNK = 1 << 22
 
+_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+
 # interval kinds
 OP, MODULE = 0, 1
 
@@ -54,6 +56,8 @@ class GpuEvent:
         name: kernel name; cat: the event's category.
         stream: CUDA stream; grid, block: launch configuration; nbytes: bytes of a memcpy/memset.
         correlation: the runtime call that launched it.
+        external_id: the profiler's ``External id``: the CPU op (with ``record_shapes=True``, its shapes) that
+            launched it.
     """
 
     ts_us: float
@@ -65,6 +69,7 @@ class GpuEvent:
     block: tuple[int, ...] | None
     nbytes: float | None
     correlation: Any
+    external_id: Any = None
 
 
 @dataclass
@@ -94,6 +99,7 @@ class KinetoRaw:
     events: int = 0
     labelled: bool = False
     embedding_dims: str | None = None
+    ops: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _open_text(path: Path):
@@ -237,7 +243,7 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                 float(ev.get("ts", 0)), float(d), sys.intern(str(ev.get("name", "kernel"))), cat,
                 a.get("stream") if isinstance(a.get("stream"), int) else None, _tuple_or_none(a.get("grid")),
                 _tuple_or_none(a.get("block")), float(nb) if isinstance(nb, (int, float)) and nb else None,
-                a.get("correlation")))
+                a.get("correlation"), a.get("External id")))
             if progress is not None and len(raw.gpu) % 20000 == 0:
                 progress(stream.consumed + stream.pos)
             return
@@ -268,6 +274,10 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                 if dims is not None:
                     r = repr(dims)
                     dims = dims_intern.setdefault(r, r)
+                if dims is not None and "External id" in a:
+                    # ops with recorded shapes, by the id their kernels carry (kdvfs.work reads their FLOPs and bytes)
+                    raw.ops.setdefault(a["External id"], []).append(
+                        {"name": nm, "ts": ts, "dur": end - ts, "args": {k: a[k] for k in _SHAPE_ARGS if k in a}})
                 seq = a.get("Sequence number")
                 # backward ops name the forward thread they differentiate (≠ 0); forward ops say 0
                 iv = (ts, end, OP, sys.intern(nm), dims, seq, bool(a.get("Fwd thread id")))

@@ -62,6 +62,8 @@ class Profile:
         gpu: catalog name of the card, when known.
         trace: name of the trace, when known.
         trace_sha: content hash of the trace's kernels (``kdvfs.identity.trace_sha``), when known.
+        eff_core_mhz: shape (kernels, settings): the core clock each kernel runs at there (after power-cap
+            throttling; the driver's choice at ``auto``), when known (model-built profiles; optional column).
     """
 
     keys: tuple[str, ...]
@@ -72,6 +74,7 @@ class Profile:
     gpu: str = ""
     trace: str = ""
     trace_sha: str = ""
+    eff_core_mhz: np.ndarray | None = None
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,8 +82,10 @@ class Profile:
         object.__setattr__(self, "time_s", frozen_array(self.time_s, float))
         object.__setattr__(self, "power_w", frozen_array(self.power_w, float))
         object.__setattr__(self, "source", frozen_array(self.source))
+        if self.eff_core_mhz is not None:
+            object.__setattr__(self, "eff_core_mhz", frozen_array(self.eff_core_mhz, float))
         shape = (len(self.keys), len(self.settings))
-        for nm in ("time_s", "power_w", "source"):
+        for nm in ("time_s", "power_w", "source") + (("eff_core_mhz",) if self.eff_core_mhz is not None else ()):
             if getattr(self, nm).shape != shape:
                 raise FormatError(f"profile: {nm} has shape {getattr(self, nm).shape}, expected {shape}")
         bad = ~np.isfinite(self.time_s) | (self.time_s <= 0) | ~np.isfinite(self.power_w) | (self.power_w <= 0)
@@ -124,7 +129,8 @@ class Profile:
         """The same profile over a subset of settings (missing ones are an error)."""
         idx = [self.setting_index(c, m) for c, m in settings]
         return Profile(self.keys, tuple(self.settings[i] for i in idx), self.time_s[:, idx], self.power_w[:, idx],
-                       self.source[:, idx], self.gpu, self.trace, self.trace_sha)
+                       self.source[:, idx], self.gpu, self.trace, self.trace_sha,
+                       None if self.eff_core_mhz is None else self.eff_core_mhz[:, idx])
 
     def for_trace(self, trace: Trace) -> Profile:
         """Rows reordered to the trace's kernels; a clear error naming the missing kernels, or the other trace the
@@ -148,7 +154,7 @@ class Profile:
         if idx == list(range(len(self.keys))):
             return self
         return Profile(trace.kernel_keys, self.settings, self.time_s[idx], self.power_w[idx], self.source[idx],
-                       self.gpu, self.trace, self.trace_sha)
+                       self.gpu, self.trace, self.trace_sha, None if self.eff_core_mhz is None else self.eff_core_mhz[idx])
 
 
 def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=None, source: str | None = None) -> Profile:
@@ -160,7 +166,8 @@ def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=No
     src = np.full(ev.time_s.shape, source or params.source, dtype=object)
     from kdvfs.identity import trace_sha
 
-    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name, trace_sha(trace))
+    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name, trace_sha(trace),
+                   ev.core_mhz)
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
@@ -170,7 +177,9 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     sha = f" trace_sha={profile.trace_sha}" if profile.trace_sha else ""
     buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}{sha}\n")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"])
+    eff = profile.eff_core_mhz
+    w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"]
+               + (["eff_core_mhz"] if eff is not None else []))
     # one formatted line per (kernel, setting) without the csv writer's per-row call: a 3 000-kernel × 333-setting
     # profile is a million rows; keys that need CSV quoting go through the writer once each
     clocks = [f"{fmt_clock(c)},{fmt_clock(m)}" for c, m in profile.settings]
@@ -179,8 +188,12 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
         csv.writer(kb, lineterminator="").writerow([key])
         kq = kb.getvalue()
         t, p, src = profile.time_s[k].tolist(), profile.power_w[k].tolist(), profile.source[k].tolist()
-        buf.write("".join([f"{kq},{cm},{tt:.6e},{pp:.4f},{tt * pp:.6e},{sr}\n"
-                           for cm, tt, pp, sr in zip(clocks, t, p, src)]))
+        if eff is None:
+            buf.write("".join([f"{kq},{cm},{tt:.6e},{pp:.4f},{tt * pp:.6e},{sr}\n"
+                               for cm, tt, pp, sr in zip(clocks, t, p, src)]))
+        else:
+            buf.write("".join([f"{kq},{cm},{tt:.6e},{pp:.4f},{tt * pp:.6e},{sr},{ef:.1f}\n"
+                               for cm, tt, pp, sr, ef in zip(clocks, t, p, src, eff[k].tolist())]))
     data = buf.getvalue().encode()
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
@@ -267,13 +280,14 @@ def load_profile(path: str | Path) -> Profile:
         raise FormatError(f"profile {str(path)!r} needs columns {', '.join(sorted(need))}; it has {', '.join(header)}")
     ik, ic, im, it, ip = (header.index(c) for c in ("kernel", "core_mhz", "mem_mhz", "time_s", "power_w"))
     isrc = header.index("source") if "source" in header else None
+    ie = header.index("eff_core_mhz") if "eff_core_mhz" in header else None
     width = len(header)
     keys: dict[str, int] = {}
     settings: dict[tuple[int, int], int] = {}
     clock: dict[tuple[str, str], int] = {}
     sources: dict[str, int] = {}
     kk, ss, src_i = array("l"), array("l"), array("l")
-    tt, pp = array("d"), array("d")
+    tt, pp, ee = array("d"), array("d"), array("d")
     first_line = skipped + 2
     n = 0
     try:
@@ -294,6 +308,12 @@ def load_profile(path: str | Path) -> Profile:
             k = keys.get(key)
             if k is None:
                 k = keys[key] = len(keys)
+            if ie is not None:
+                try:
+                    ee.append(float(r[ie]) if r[ie] else math.nan)
+                except ValueError:
+                    raise FormatError(f"profile {str(path)!r} line {i}: eff_core_mhz {r[ie]!r} must be a number of "
+                                      "MHz") from None
             src = (r[isrc] if isrc is not None else "") or "measured"
             j = sources.get(src)
             if j is None:
@@ -332,6 +352,9 @@ def load_profile(path: str | Path) -> Profile:
     names = np.array(list(sources), dtype=object)
     S = np.full(T.shape, "", dtype=object)
     S[ki, si_] = names[np.frombuffer(src_i, dtype=src_i.typecode)]
+    EF = np.full_like(T, np.nan)
+    if ie is not None:
+        EF[ki, si_] = np.frombuffer(ee)
     if np.isnan(T).any():
         k, s = np.argwhere(np.isnan(T))[0]
         st = list(settings)[s]
@@ -339,5 +362,27 @@ def load_profile(path: str | Path) -> Profile:
             f"profile {str(path)!r} has no row for kernel {list(keys)[k]!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz; "
             "every kernel needs every setting — rebuild it with `kdvfs profile build` or `kdvfs profile fit`"
         )
+    # the optional column counts only where every row has it (old profiles have none)
     return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""),
-                   meta.get("trace_sha", ""))
+                   meta.get("trace_sha", ""), None if np.isnan(EF).any() else EF)
+
+
+def clock_table(trace: Trace, profile: Profile) -> dict:
+    """Each kernel's effective core clock at every setting of a profile (``eff_core_mhz``), with its work and how it
+    was obtained: the ``--json`` view of ``kdvfs profile build``."""
+    p = profile.for_trace(trace)
+    labels = [f"{fmt_clock(c)}/{fmt_clock(m)}" for c, m in p.settings]
+    rows = []
+    for i, k in enumerate(trace.kernels):
+        r = {"kernel": trace.kernel_keys[i], "name": k.name, "category": k.category, "flops": k.flops,
+             "bytes": k.bytes, "dtype": k.dtype, "math": k.math, "work_source": k.work_source or
+             ("given" if k.flops or k.bytes else "category")}
+        if p.eff_core_mhz is not None:
+            r["eff_core_mhz"] = dict(zip(labels, (round(float(x), 1) for x in p.eff_core_mhz[i])))
+        rows.append(r)
+    out: dict = {"settings": labels, "kernels": rows}
+    if p.eff_core_mhz is not None and (AUTO, AUTO) in p._index:
+        ia = p.auto_index
+        top = max(c for c, _ in p.settings)
+        out["throttled_at_auto"] = int(np.sum(p.eff_core_mhz[:, ia] < top - 0.5))
+    return out
