@@ -164,7 +164,7 @@ class _LimitedGpu:
     def __init__(self, env: simpy.Environment, run: GpuRun, R: _Rates, cfg: SimConfig, mark: int):  # noqa: N803
         self.env, self.run, self.R, self.cfg, self.mark = env, run, R, cfg, mark
         self.energy_j = 0.0
-        self.piece = (0.0, 0.0)  # (start, power) of what is in flight: the limiter reads it at a tick
+        self.piece = (0.0, 0.0, 0.0)  # (start, power, clock) of what is in flight: the limiter reads it at a tick
         self.pending: tuple[int, float] | None = None
         self.next_tick = math.inf
         nseg = len(run.names)
@@ -188,17 +188,22 @@ class _LimitedGpu:
     def account_stall(self, i: int, dur: float) -> None:
         pass  # the stall's energy was accounted piece by piece in ``stall``
 
-    def _close(self, s_clock: int, seg: int) -> float:
+    def _open(self, power_w: float, s_clock: int) -> None:
+        """A piece starts now at this power, at the clock of setting ``s_clock`` under the ceiling of the moment."""
+        self.piece = (self.env.now, power_w, self.R.clock(s_clock))
+
+    def _close(self, seg: int) -> float:
         """Account the piece in flight up to now; returns its duration."""
         now = self.env.now
-        d = now - self.piece[0]
+        start, pw, mhz = self.piece
+        d = now - start
         if d > 0:
-            e = d * self.piece[1]
+            e = d * pw
             self.energy_j += e
             if self.counting:
                 self.seg_e[seg] += e
-                self.clocks.append((d, self.R.clock(s_clock)))
-        self.piece = (now, 0.0)
+                self.clocks.append((d, mhz))
+        self.piece = (now, 0.0, mhz)
         return d
 
     def stall(self, dur: float, seg: int):
@@ -206,9 +211,9 @@ class _LimitedGpu:
         end = env.now + dur
         idle = self.cfg.costs.idle_power_w
         while env.now < end:
-            self.piece = (env.now, idle)
+            self._open(idle, self.eff)
             yield env.timeout(min(end, self.next_tick) - env.now)
-            self._close(self.eff, seg)
+            self._close(seg)
         if self.counting:
             self.seg_t[seg] += dur
             self.stall_total += dur
@@ -245,16 +250,16 @@ class _LimitedGpu:
                 dur = work / rate
                 land = self.pending[1] if self.pending is not None else math.inf
                 bound = min(self.next_tick, land)
-                self.piece = (env.now, p)
+                self._open(p, self.eff)
                 if env.now + dur < bound:
                     yield env.timeout(dur)
-                    self._close(self.eff, seg)
+                    self._close(seg)
                     work = 0.0
                     break
                 d = max(bound - env.now, 0.0)
                 if d > 0:
                     yield env.timeout(d)
-                self._close(self.eff, seg)
+                self._close(seg)
                 work -= d * rate
                 if self.pending is not None and self.pending[1] <= env.now:
                     self.eff, self.pending = self.pending[0], None

@@ -1,0 +1,153 @@
+"""The power limiter: the controller, the steady state, and the simulator's engine and fast path under it."""
+
+import numpy as np
+import pytest
+
+from kdvfs.errors import InputError
+from kdvfs.gpus import AUTO, SwitchModel, get_gpu
+from kdvfs.limiter import CeilingTables, ControllerState, LimiterModel, controller_step, limiter_for, steady_state
+from kdvfs.model import KernelParams, evaluate
+from kdvfs.profile import build_profile
+from kdvfs.schedule import Schedule
+from kdvfs.switching import SwitchCosts
+from kdvfs.trace import Kernel, Segment, Trace
+from simulator import SimConfig, simulate
+
+H = get_gpu("h200")
+LIM = LimiterModel(window_s=0.02, gain_mhz_per_ws=80.0, slew_mhz_per_s=8000.0, period_s=1e-3)
+
+
+def gemm_and_copy(uc_gemm=1.2):
+    """A compute-bound kernel that exceeds the cap alone at the top clock and a memory-bound one far under it."""
+    return KernelParams(("s.0", "s.1"), np.array([1e-6, 1e-6]), np.array([1e-3, 5e-5]), np.array([2e-4, 1e-3]),
+                        np.array([uc_gemm, 0.3]), np.array([0.6, 1.0]))
+
+
+def test_model_checks_its_numbers():
+    with pytest.raises(InputError, match="window_s must be a positive finite number, got -1"):
+        LimiterModel(window_s=-1, gain_mhz_per_ws=1, slew_mhz_per_s=1)
+    with pytest.raises(InputError, match="cap_w"):
+        LimiterModel(0.02, 1, 1, cap_w=0.0)
+    assert LimiterModel.from_dict(LIM.to_dict()) == LIM
+
+
+def test_only_cards_with_a_fitted_limiter_have_one():
+    assert limiter_for(get_gpu("rtx3080ti")) is None
+    assert limiter_for(get_gpu("a100")) is None
+
+
+def test_steady_state_of_one_kernel_is_its_isolated_throttled_clock():
+    # isolated-and-summed is the special case of one kernel type: f* is where the kernel alone meets the cap
+    p = gemm_and_copy()
+    tab = CeilingTables.from_params(H, p, [(AUTO, AUTO)])
+    ss = steady_state(tab, np.array([[10.0], [0.0]]), H.cap_w)
+    alone = evaluate(H, p, np.array([AUTO]), np.array([AUTO]))
+    assert ss.limited and alone.throttled[0, 0]
+    assert ss.ceiling_mhz == pytest.approx(alone.core_mhz[0, 0], abs=1.0)  # within the dither of one 15 MHz bin
+    assert ss.power_w == pytest.approx(H.cap_w, rel=1e-6)
+
+
+def test_a_mix_lets_the_gemm_run_faster_than_alone():
+    p = gemm_and_copy()
+    tab = CeilingTables.from_params(H, p, [(AUTO, AUTO)])
+    alone = steady_state(tab, np.array([[1.0], [0.0]]), H.cap_w).ceiling_mhz
+    mixed = steady_state(tab, np.array([[1.0], [1.0]]), H.cap_w)
+    assert mixed.ceiling_mhz > alone + 50
+    # a kernel asking for less than the ceiling keeps its clock: a step all at 1200 MHz is not limited
+    tab2 = CeilingTables.from_params(H, p, [(1200, 3201)])
+    low = steady_state(tab2, np.array([[1.0], [1.0]]), H.cap_w)
+    assert not low.limited and tab2.effective_mhz(low.ceiling_mhz)[0] == 1200
+
+
+def test_dither_between_bins_is_linear_in_rate_and_power():
+    tab = CeilingTables.from_params(H, gemm_and_copy(), [(AUTO, AUTO)])
+    t_lo, p_lo = tab.at(1800.0)
+    t_hi, p_hi = tab.at(1815.0)
+    t_mid, p_mid = tab.at(1805.0)
+    assert 1 / t_mid == pytest.approx(2 / 3 / t_lo + 1 / 3 / t_hi, rel=1e-12)
+    assert p_mid == pytest.approx(2 / 3 * p_lo + 1 / 3 * p_hi, rel=1e-12)
+
+
+def test_controller_settles_at_the_steady_state_under_a_constant_load():
+    p = gemm_and_copy()
+    tab = CeilingTables.from_params(H, p, [(AUTO, AUTO)])
+    f_star = steady_state(tab, np.array([[1.0], [0.0]]), H.cap_w).ceiling_mhz
+    st = ControllerState(tab.hi_mhz, 300.0)
+    for _ in range(3000):  # 3 s of ticks of a GEMM held alone
+        t, pw = tab.at(st.ceiling_mhz)
+        st = controller_step(LIM, H.cap_w, tab.lo_mhz, tab.hi_mhz, st, float(pw[0, 0]) * LIM.period_s)
+    assert st.ceiling_mhz == pytest.approx(f_star, abs=2.0)
+    assert st.avg_power_w == pytest.approx(H.cap_w, abs=0.5)
+
+
+def test_slew_bounds_each_move():
+    st = controller_step(LIM, 698.0, 345.0, 1980.0, ControllerState(1980.0, 698.0), 5.0)  # 5000 W for 1 ms
+    assert 1980.0 - st.ceiling_mhz == pytest.approx(LIM.slew_mhz_per_s * LIM.period_s)
+
+
+def random_case(seed):
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(2, 7))
+    ks = tuple(Kernel(f"k{i}", "other", 1e-3) for i in range(K))
+    tr = Trace("r", (Segment("a", ks[: K // 2 + 1], int(rng.integers(2, 6)), "forward"),
+                     Segment("b", ks[K // 2 + 1:] or ks[:1], 3, "backward")))
+    n = len(tr.kernels)
+    params = KernelParams(tr.kernel_keys, rng.uniform(0, 2e-5, n), rng.uniform(1e-5, 3e-3, n), rng.uniform(1e-5, 2e-3, n),
+                          rng.uniform(0.2, 1.4, n), rng.uniform(0.3, 1.0, n))
+    settings = ((AUTO, AUTO), (1980, 3201), (1500, 3201), (1200, 2201), (1800, AUTO))
+    prof = build_profile(tr, H, params, settings)
+    pick = rng.integers(0, len(settings), len(tr.instances()))
+    st = np.array(settings)[pick]
+    sched = Schedule("r", "h200", st[:, 0], st[:, 1])
+    lim = LimiterModel(float(rng.uniform(2e-3, 5e-2)), float(rng.uniform(5, 200)), float(rng.uniform(500, 2e4)),
+                       float(rng.uniform(2e-4, 2e-3)), float(rng.uniform(400, 700)))
+    return rng, tr, prof, sched, params, lim
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_engine_and_fast_path_agree_under_the_limiter(seed):
+    rng, tr, prof, sched, params, lim = random_case(seed)
+    for mech in ("sync", "callback", "predictive"):
+        sw = SwitchModel(float(rng.uniform(0, 1e-3)), float(rng.uniform(0, 3e-3)), stall_while_relocking=bool(seed % 3 == 2))
+        cfg = SimConfig(mech, sw, SwitchCosts(idle_power_w=float(rng.uniform(80, 150))))
+        a = simulate(tr, prof, sched, H, cfg, path="engine", limiter=lim, params=params, warmup=int(seed % 2))
+        b = simulate(tr, prof, sched, H, cfg, path="fast", limiter=lim, params=params, warmup=int(seed % 2))
+        assert (a.path, b.path) == ("engine", "fast")
+        assert a.time_s == pytest.approx(b.time_s, rel=1e-9)
+        assert a.energy_j == pytest.approx(b.energy_j, rel=1e-9)
+        assert a.switches == b.switches
+        assert a.switch_time_s == pytest.approx(b.switch_time_s, rel=1e-9, abs=1e-15)
+        for k in a.segments:
+            assert a.segments[k]["energy_j"] == pytest.approx(b.segments[k]["energy_j"], rel=1e-9)
+            assert a.segments[k]["time_s"] == pytest.approx(b.segments[k]["time_s"], rel=1e-9)
+        for q in ("median_core_mhz", "mean_core_mhz", "end_ceiling_mhz"):
+            assert a.limiter[q] == pytest.approx(b.limiter[q], rel=1e-9)
+
+
+def test_without_switching_the_limited_run_matches_the_steady_state_when_the_window_is_long():
+    # a window far longer than the step: the ceiling hardly moves inside it, so the step costs what f* says
+    rng, tr, prof, sched, params, _ = random_case(3)
+    lim = LimiterModel(window_s=50.0, gain_mhz_per_ws=1.0, slew_mhz_per_s=1.0, period_s=1e-3, cap_w=500.0)
+    auto = Schedule("r", "h200", np.zeros(len(tr.instances()), int), np.zeros(len(tr.instances()), int))
+    r = simulate(tr, prof, auto, H, SimConfig("sync", SwitchModel(0, 0)), limiter=lim, params=params)
+    tab = CeilingTables.from_params(H, params, [(AUTO, AUTO)])
+    counts = np.bincount(tr.instances(), minlength=len(tr.kernels)).astype(float)[:, None]
+    ss = steady_state(tab, counts, 500.0)
+    assert r.limiter["steady_ceiling_mhz"] == ss.ceiling_mhz
+    assert r.energy_j == pytest.approx(ss.energy_j, rel=1e-3)
+    assert r.time_s == pytest.approx(ss.time_s, rel=1e-3)
+
+
+def test_limiter_refuses_what_it_cannot_do():
+    rng, tr, prof, sched, params, lim = random_case(1)
+    cfg = SimConfig("sync", SwitchModel(1e-4, 1e-4))
+    with pytest.raises(InputError, match="kernel model parameters"):
+        simulate(tr, prof, sched, H, cfg, limiter=lim)
+    with pytest.raises(InputError, match="fast path needs zero latency spread"):
+        simulate(tr, prof, sched, H, SimConfig("sync", SwitchModel(1e-4, 1e-4, spread=0.2)), path="fast", limiter=lim,
+                 params=params)
+    # the engine takes a spread, seeded: the same seed gives the same bits
+    cfg2 = SimConfig("sync", SwitchModel(1e-4, 1e-4, spread=0.2), seed=4)
+    a = simulate(tr, prof, sched, H, cfg2, limiter=lim, params=params)
+    b = simulate(tr, prof, sched, H, cfg2, limiter=lim, params=params)
+    assert a.path == "engine" and a.energy_j == b.energy_j and a.time_s == b.time_s
