@@ -151,3 +151,24 @@ def test_limiter_refuses_what_it_cannot_do():
     a = simulate(tr, prof, sched, H, cfg2, limiter=lim, params=params)
     b = simulate(tr, prof, sched, H, cfg2, limiter=lim, params=params)
     assert a.path == "engine" and a.energy_j == b.energy_j and a.time_s == b.time_s
+
+
+def test_optimiser_under_the_limiter_meets_the_bound_and_beats_the_isolated_choice():
+    from kdvfs.optimize import Problem, allocate
+    from kdvfs.optimize.limited import optimize_limited, steady_of_allocation
+
+    # a GEMM-heavy step with memory-bound kernels beside it: under the limiter, slowing the memory-bound kernels
+    # buys clock for the GEMMs, which isolated pricing cannot see
+    ks = (Kernel("gemm", "gemm", 1e-3), Kernel("copy", "copy", 1e-3))
+    tr = Trace("mix", (Segment("s", ks, 20, "forward"),))
+    params = gemm_and_copy(uc_gemm=1.4)
+    settings = tuple([(AUTO, AUTO)] + [(c, m) for m in (2201, 3201) for c in range(1200, 1981, 60)])
+    pb = Problem(tr, build_profile(tr, H, params, settings))
+    for slack in (0.0, 2.0):
+        plan = optimize_limited(pb, H, params, LIM, slack)
+        assert plan.steady.time_s <= plan.auto.time_s * (1 + slack / 100) * (1 + 1e-9)
+        iso = steady_of_allocation(CeilingTables.from_params(H, params, settings), allocate(pb, "waste", slack), H.cap_w)
+        if iso.time_s <= plan.auto.time_s * (1 + slack / 100):  # the isolated choice can break the bound here
+            assert plan.steady.energy_j <= iso.energy_j * (1 + 1e-12)
+        assert plan.schedule.predicted["energy_change_pct"] < -1.0
+        assert plan.schedule.predicted["ceiling_mhz"] > plan.auto.ceiling_mhz
