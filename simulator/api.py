@@ -24,7 +24,7 @@ class SimResult:
         time_s, energy_j: one iteration.
         segments: per segment name: time_s (slowest GPU) and energy_j (all GPUs).
         switches: clock switches (all GPUs).
-        switch_time_s: time lost to switching (mean over GPUs).
+        switch_time_s: time lost to switching (mean over GPUs); under the limiter, the time stalled for switches.
         path: ``engine`` or ``fast``.
         gpus: number of GPUs.
         timeline: engine events, when asked for.

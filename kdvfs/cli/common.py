@@ -8,7 +8,8 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
+__all__ = ["add_limiter_arg", "limiter_of", "load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model",
+           "write_csv"]
 
 
 def out(args=None):
@@ -63,3 +64,26 @@ def progress(console, total: int, label: str):
 
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console,
                     transient=True, disable=not console.is_terminal)
+
+
+def add_limiter_arg(sp) -> None:
+    sp.add_argument("--limiter", choices=["auto", "on", "off"], default="auto",
+                    help="the card's windowed power limiter (auto: on for cards whose preset has a fitted limiter, "
+                         "e.g. h200; off: each kernel throttled on its own, as before)")
+
+
+def limiter_of(a, spec, can: bool = True):
+    """The limiter model to simulate with, or None: ``--limiter auto`` uses the preset's where it has one and the
+    run allows it (``can``: one GPU, no governor lag); ``on`` insists."""
+    from kdvfs.limiter import limiter_for
+
+    mode = getattr(a, "limiter", "off")
+    if mode == "off":
+        return None
+    lim = limiter_for(spec)
+    if mode == "on" and lim is None:
+        raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit --bundle`, or "
+                         "use --limiter off")
+    if mode == "on" and not can:
+        raise InputError("the power limiter is simulated for one GPU without a governor lag; use --limiter off")
+    return lim if can else None

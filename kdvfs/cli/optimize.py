@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import out, problem, switch_model, write_csv
+from kdvfs.cli.common import add_limiter_arg, limiter_of, out, problem, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -154,11 +154,20 @@ def cmd_compare(a) -> int:
     pb = problem(a)
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
     sw = switch_model(a, spec.name)
-    rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
+    lim = limiter_of(a, spec)
+    if lim is None:
+        rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
+    else:  # under the card's power limiter: the isolated choices and the limiter-aware ones
+        from kdvfs.bundled import model_params
+        from simulator.limited_whatif import limited_rows
+
+        rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches")}
+                for r in limited_rows(pb, spec, model_params(pb.trace, spec), lim, sw, a.mechanism, a.slack)]
     if a.json:
-        print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "rows": rows})
+        print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "limiter": lim is not None, "rows": rows})
         return 0
-    out(a).print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %",
+    out(a).print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %"
+                       + (" (under the card's power limiter)" if lim is not None else ""),
                         ["policy", "time %", "energy %", "switches / iteration"],
                         [[r["policy"], f"{r['time_change_pct']:+.3f}", f"{r['energy_change_pct']:+.3f}", r["switches"]] for r in rows]))
     return 0
@@ -211,4 +220,5 @@ def register(sub, j) -> None:
     sp.add_argument("--switch-model")
     sp.add_argument("--switch-latency", type=float)
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
+    add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_compare)

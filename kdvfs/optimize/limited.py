@@ -28,7 +28,7 @@ from kdvfs.optimize.problem import Allocation, Problem
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 
-__all__ = ["LimitedPlan", "counts_of", "limited_tables", "optimize_limited", "steady_of_allocation"]
+__all__ = ["LimitedPlan", "counts_of", "limited_tables", "optimize_limited", "priced_problem", "steady_of_allocation"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def steady_of_allocation(tables: CeilingTables, alloc: Allocation, cap_w: float)
     return steady_state(tables, counts_of(alloc, len(tables.settings)), cap_w)
 
 
-def _priced(pb: Problem, tables: CeilingTables, f: float) -> Problem:
+def priced_problem(pb: Problem, tables: CeilingTables, f: float) -> Problem:
     T, P = tables.at(f)  # noqa: N806
     prof = Profile(pb.profile.keys, pb.profile.settings, T, P, np.full(T.shape, "model", dtype=object), pb.profile.gpu,
                    pb.profile.trace)
@@ -91,7 +91,7 @@ def optimize_limited(pb: Problem, spec: GpuSpec, params: KernelParams, lim: Limi
 
     def attempt(f: float | None):
         nonlocal best
-        pf = pb if f is None else _priced(pb, tables, f)  # None: the profile's own (isolated) pricing
+        pf = pb if f is None else priced_problem(pb, tables, f)  # None: the profile's own (isolated) pricing
         slack_f = 100.0 * (budget / pf.auto_time_s - 1)
         try:
             a = allocate(pf, "waste", slack_f, granularity, "global")
