@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError
-from kdvfs.gpus import AUTO, GpuSpec
+from kdvfs.gpus import AUTO, GpuSpec, SwitchModel
 from kdvfs.limiter import LimiterModel, limiter_for
 from kdvfs.optimize.granularity import allocate_schedule
 from kdvfs.optimize.problem import Problem
@@ -49,7 +49,7 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
     prof = build_profile(trace, spec, params, settings=[(AUTO, AUTO)])
     pb = Problem(trace, prof)
     auto = allocate_schedule(pb, "static", auto=True)
-    cfg = SimConfig(switch=spec.switch)
+    cfg = SimConfig(switch=SwitchModel(0.0, 0.0))  # the auto step never switches
     iso = simulate(trace, prof, auto, spec, cfg, path="fast")
     lim_r = simulate(trace, prof, auto, spec, cfg, path="fast", limiter=lim, params=params)
     busy = float(pb.auto_time_s)

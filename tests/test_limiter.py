@@ -172,3 +172,89 @@ def test_optimiser_under_the_limiter_meets_the_bound_and_beats_the_isolated_choi
             assert plan.steady.energy_j <= iso.energy_j * (1 + 1e-12)
         assert plan.schedule.predicted["energy_change_pct"] < -1.0
         assert plan.schedule.predicted["ceiling_mhz"] > plan.auto.ceiling_mhz
+
+
+def _synthetic_response(lim, cap, plants, name="sq"):
+    from kdvfs.limiter_fit import simulate_ceiling
+
+    phases, t = [], 0.0
+    for load, d in (("light", 0.3), ("heavy", 0.25), ("light", 0.15), ("heavy", 0.3)):
+        phases.append({"start_s": t, "end_s": t + d, "load": load})
+        t += d
+    tt, ceil = simulate_ceiling(lim, cap, H, phases, plants, t)
+    ts = [p["start_s"] + dt for p in phases if p["load"] == "heavy" for dt in np.arange(0.002, 0.25, 0.004)]
+    return {"name": name, "phases": phases, "clock": [[float(x), float(np.interp(x, tt, ceil))] for x in ts]}
+
+
+def test_simulate_ceiling_is_the_controller_tick_by_tick():
+    from kdvfs.limiter_fit import Plant, simulate_ceiling
+
+    plants = {"heavy": Plant(122.0, 830.0), "light": Plant(400.0, 0.0)}
+    phases = [{"start_s": 0.0, "end_s": 0.05, "load": "light"}, {"start_s": 0.05, "end_s": 0.2, "load": "heavy"}]
+    tt, ceil = simulate_ceiling(LIM, 690.0, H, phases, plants, 0.2)
+    st = ControllerState(1980.0, 400.0)
+    for k in range(200):
+        pl = plants["light" if (k + 0.5) * 1e-3 < 0.05 else "heavy"]
+        st = controller_step(LIM, 690.0, 345.0, 1980.0, st, pl.power_w(H, st.ceiling_mhz) * 1e-3)
+        assert ceil[k + 1] == pytest.approx(st.ceiling_mhz, rel=1e-12)
+
+
+def test_fit_recovers_a_known_limiter_from_its_own_step_responses():
+    from kdvfs.limiter_fit import Plant, fit_limiter
+
+    true = LimiterModel(window_s=0.025, gain_mhz_per_ws=40.0, slew_mhz_per_s=6000.0)
+    plants = {"heavy": Plant(122.0, 830.0), "light": Plant(400.0, 0.0)}
+    sr = _synthetic_response(true, 690.0, plants)
+    fit = fit_limiter([sr], H, plants)
+    m = fit.model
+    assert m.cap_w == pytest.approx(690.0, abs=1.0)
+    assert m.window_s == pytest.approx(0.025, rel=0.1)
+    assert m.gain_mhz_per_ws == pytest.approx(40.0, rel=0.15)
+    assert fit.rms_mhz["sq"] < 2.0
+
+
+def test_fit_refuses_responses_it_cannot_use(tmp_path):
+    import json
+
+    from kdvfs.errors import FormatError
+    from kdvfs.limiter_fit import fit_limiter, load_step_responses
+
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"kernels": []}))
+    with pytest.raises(FormatError, match="has no \"step_responses\""):
+        load_step_responses([p])
+    with pytest.raises(InputError, match="does not exist"):
+        load_step_responses([tmp_path / "missing.json"])
+    sr = {"name": "x", "phases": [{"start_s": 0.0, "end_s": 1.0, "load": "heavy"}], "clock": [[0.5, 1700.0]]}
+    with pytest.raises(InputError, match="no power samples \\(and no given plant\\) for load\\(s\\) heavy"):
+        fit_limiter([sr], H)
+
+
+def test_step_check_reports_both_predictions_against_the_measurement(tmp_path, capsys):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    from simulator.stepcheck import check_one, check_steps
+
+    src = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
+    shutil.copy(src, tmp_path / "toy.kineto.json.gz")
+    pred = check_one(tmp_path / "toy.kineto.json.gz", "toy", H, LIM)
+    e = pred["limiter"]["energy_j"]
+    steps = [{"model": "toy", "trace": "toy.kineto.json.gz", "step_time_s": pred["limiter"]["time_s"],
+              "step_energy_j": e * 1.10, "sm_mhz_median": pred["limiter"]["median_core_mhz"] * 1.01},
+             {"model": "broken", "error": "RuntimeError: CUDA out of memory"}]
+    (tmp_path / "steps.json").write_text(json.dumps({"format": "kdvfs-steps/1", "steps": steps}))
+    doc = check_steps(tmp_path, H, LIM)
+    ok, bad = doc["steps"]
+    assert ok["error"]["limiter"]["energy_pct"] == pytest.approx(100 * (1 / 1.10 - 1))
+    assert ok["error"]["limiter"]["median_clock_pct"] == pytest.approx(100 * (1 / 1.01 - 1))
+    assert not ok["energy_target_met"] and ok["clock_target_met"]
+    assert "not measured" in bad["skipped"] and doc["met"] == {"energy": 0, "clock": 1, "of": 1}
+    assert ok["predicted"]["isolated"]["energy_j"] > 0
+    with pytest.raises(InputError, match="steps.json' does not exist"):
+        check_steps(tmp_path / "nowhere", H, LIM)
+    code, _, err = run_cli(["validate-steps", str(tmp_path), "--gpu", "rtx3080ti"], capsys)
+    assert code == 2 and "rtx3080ti has no fitted limiter model" in err
