@@ -150,6 +150,32 @@ class CeilingTables:
             pw.append(ev.power_w)
         return cls(bins, settings, np.array(req), np.stack(inv, axis=1), np.stack(pw, axis=1))
 
+    @classmethod
+    def from_profile(cls, spec: GpuSpec, profile, settings) -> CeilingTables:
+        """From a profile's own rows (a measured one has no model parameters): under ceiling f a setting runs at the
+        profile's row of min(requested, f) and the same memory clock, rate and power interpolated linearly between
+        the core clocks the profile has. Rows measured at the cap are already throttled alone, so above a kernel's
+        isolated throttle point these tables under-state what the limiter would let it draw; prefer the model."""
+        settings = tuple((int(c), int(m)) for c, m in settings)
+        bins = np.array([c for c in spec.core_clocks_mhz if c <= spec.boost_core_mhz], dtype=float)
+        req, inv, pw = [], [], []
+        for c, m in settings:
+            r = float(spec.boost_core_mhz if c == AUTO else min(c, spec.boost_core_mhz))
+            rows = sorted((cc, i) for i, (cc, mm) in enumerate(profile.settings) if mm == m and cc != AUTO)
+            if len(rows) < 2:
+                raise InputError(f"profile {profile.trace or ''} has {len(rows)} core clock(s) at memory "
+                                 f"{'auto' if m == AUTO else m} MHz; the limiter needs at least two to interpolate "
+                                 "between — sweep more core clocks or build the profile from the model")
+            cc = np.array([x[0] for x in rows], dtype=float)
+            idx = [x[1] for x in rows]
+            f = np.minimum(bins, r)
+            inv_k = 1.0 / profile.time_s[:, idx]
+            pw_k = profile.power_w[:, idx]
+            req.append(r)
+            inv.append(np.stack([np.interp(f, cc, row) for row in inv_k]))
+            pw.append(np.stack([np.interp(f, cc, row) for row in pw_k]))
+        return cls(bins, settings, np.array(req), np.stack(inv, axis=1), np.stack(pw, axis=1))
+
     @property
     def lo_mhz(self) -> float:
         return float(self.bins_mhz[0])

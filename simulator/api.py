@@ -84,8 +84,9 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
     without the power cap; with ``cfg.governor_lag_s > 0`` the governor lets each newly landed setting run
     unthrottled for that long before it throttles.
 
-    ``limiter`` (a ``kdvfs.limiter.LimiterModel``) with ``params`` (the trace's ``KernelParams``): the card's windowed
-    power limiter instead of per-kernel throttling (``simulator.limiter``); one GPU, after ``warmup`` iterations.
+    ``limiter`` (a ``kdvfs.limiter.LimiterModel``) with ``params`` (the trace's ``KernelParams``; None: interpolate the
+    profile's own rows): the card's windowed power limiter instead of per-kernel throttling (``simulator.limiter``);
+    one GPU, after ``warmup`` iterations.
     """
     cfg = cfg or SimConfig(switch=spec.switch)
     pc = parallel or ParallelConfig()
@@ -99,7 +100,7 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
         run = replace(run, time_scale=np.full(run.T.shape, 1.0 / pc.gpus))
     names = run.names
     if limiter is not None:
-        return _simulate_limited(run, profile, spec, cfg, pc, path, limiter, params, warmup)
+        return _simulate_limited(run, profile.for_trace(trace), spec, cfg, pc, path, limiter, params, warmup)
     if pc.gpus == 1:
         use_fast = path == "fast" or (path == "auto" and fast_applies(cfg) and not cfg.timeline)
         if path == "fast" and not fast_applies(cfg):
@@ -123,14 +124,16 @@ def _simulate_limited(run, profile, spec, cfg, pc, path, limiter, params, warmup
 
     if pc.gpus != 1:
         raise InputError("the power limiter is simulated for one GPU; use --no-limiter with --gpus > 1")
-    if params is None or len(params.keys) != run.T.shape[0]:
-        raise InputError("the power limiter needs the trace's kernel model parameters (params=, one per kernel)")
+    if params is not None and len(params.keys) != run.T.shape[0]:
+        raise InputError(f"the power limiter needs one set of kernel model parameters per kernel of the trace; got "
+                         f"{len(params.keys)} for {run.T.shape[0]} kernels")
     if cfg.governor_lag_s > 0:
         raise InputError("the governor lag and the power limiter are two models of the same driver; use one")
     use_fast = path == "fast" or (path == "auto" and fast_applies(cfg) and not cfg.timeline)
     if path == "fast" and not fast_applies(cfg):
         raise InputError("the fast path needs zero latency spread; use the engine (--path engine)")
-    r = run_limited(run, profile.settings, spec, params, limiter, cfg, "fast" if use_fast else "engine", warmup)
+    r = run_limited(run, profile.settings, spec, params, limiter, cfg, "fast" if use_fast else "engine", warmup,
+                    profile if params is None else None)
     segs = {nm: {"time_s": float(r["segment_time_s"][i]), "energy_j": float(r["segment_energy_j"][i])}
             for i, nm in enumerate(run.names)}
     return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),

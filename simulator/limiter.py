@@ -314,18 +314,21 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
 
 
 def run_limited(run: GpuRun, settings, spec, params, lim: LimiterModel, cfg: SimConfig, path: str = "fast",
-                warmup: int = 1) -> dict:
+                warmup: int = 1, profile=None) -> dict:
     """One iteration of ``run`` under the limiter, after ``warmup`` iterations of the same step.
 
     The controller starts in the steady state of the repeated step (``kdvfs.limiter.steady_state``: the ceiling at
     which the step's average power is the cap); the warm-up iterations let the dynamics inside the step settle from it.
-    ``settings`` are the profile's settings that ``run.setting`` indexes; ``params`` the trace's kernel model.
+    ``settings`` are the profile's settings that ``run.setting`` indexes; ``params`` the trace's kernel model, or
+    None to interpolate the ``profile``'s own rows (``CeilingTables.from_profile``).
     """
     from kdvfs.limiter import steady_state
     from simulator.engine import planned_lateness
 
     used, local = np.unique(run.setting, return_inverse=True)
-    tables = CeilingTables.from_params(spec, params, [settings[i] for i in used])
+    want = [settings[i] for i in used]
+    tables = (CeilingTables.from_params(spec, params, want) if params is not None
+              else CeilingTables.from_profile(spec, profile, want))
     cap = lim.cap_for(spec)
     counts = np.zeros(tables.inv_time.shape[:2])
     np.add.at(counts, (run.kernel, local), 1.0)

@@ -141,8 +141,10 @@ def test_without_switching_the_limited_run_matches_the_steady_state_when_the_win
 def test_limiter_refuses_what_it_cannot_do():
     rng, tr, prof, sched, params, lim = random_case(1)
     cfg = SimConfig("sync", SwitchModel(1e-4, 1e-4))
-    with pytest.raises(InputError, match="kernel model parameters"):
-        simulate(tr, prof, sched, H, cfg, limiter=lim)
+    with pytest.raises(InputError, match="the limiter needs at least two to interpolate"):
+        simulate(tr, prof, sched, H, cfg, limiter=lim)  # no params: the profile's rows, too few of them here
+    with pytest.raises(InputError, match="one set of kernel model parameters per kernel"):
+        simulate(tr, prof, sched, H, cfg, limiter=lim, params=params.take(np.array([0])))
     with pytest.raises(InputError, match="fast path needs zero latency spread"):
         simulate(tr, prof, sched, H, SimConfig("sync", SwitchModel(1e-4, 1e-4, spread=0.2)), path="fast", limiter=lim,
                  params=params)
@@ -258,3 +260,17 @@ def test_step_check_reports_both_predictions_against_the_measurement(tmp_path, c
         check_steps(tmp_path / "nowhere", H, LIM)
     code, _, err = run_cli(["validate-steps", str(tmp_path), "--gpu", "rtx3080ti"], capsys)
     assert code == 2 and "rtx3080ti has no fitted limiter model" in err
+
+
+def test_tables_from_a_profiles_own_rows_match_the_model_where_nothing_throttles():
+    p = gemm_and_copy(uc_gemm=0.3)  # never over the cap: the profile's rows are the unthrottled model
+    ks = (Kernel("gemm", "gemm", 1e-3), Kernel("copy", "copy", 1e-3))
+    tr = Trace("mix", (Segment("s", ks, 1, "forward"),))
+    settings = tuple((c, 3201) for c in range(345, 1981, 15))
+    prof = build_profile(tr, H, p, settings)
+    a = CeilingTables.from_profile(H, prof, [(AUTO, 3201), (1500, 3201)])
+    b = CeilingTables.from_params(H, p, [(AUTO, 3201), (1500, 3201)])
+    np.testing.assert_allclose(a.inv_time, b.inv_time, rtol=1e-9)
+    np.testing.assert_allclose(a.power_w, b.power_w, rtol=1e-9)
+    with pytest.raises(InputError, match="has 0 core clock\\(s\\) at memory 2201 MHz; the limiter needs at least two"):
+        CeilingTables.from_profile(H, prof, [(AUTO, 2201)])

@@ -72,7 +72,7 @@ def add_limiter_arg(sp) -> None:
                          "e.g. h200; off: each kernel throttled on its own, as before)")
 
 
-def limiter_of(a, spec, can: bool = True):
+def limiter_of(a, spec, can: bool = True, why: str = "the power limiter is simulated for one GPU without a governor lag"):
     """The limiter model to simulate with, or None: ``--limiter auto`` uses the preset's where it has one and the
     run allows it (``can``: one GPU, no governor lag); ``on`` insists."""
     from kdvfs.limiter import limiter_for
@@ -85,5 +85,5 @@ def limiter_of(a, spec, can: bool = True):
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit --bundle`, or "
                          "use --limiter off")
     if mode == "on" and not can:
-        raise InputError("the power limiter is simulated for one GPU without a governor lag; use --limiter off")
+        raise InputError(f"{why}; use --limiter off")
     return lim if can else None

@@ -16,7 +16,19 @@ def cmd_optimize(a) -> int:
     from kdvfs.schedule import save_schedule
 
     pb = problem(a)
-    if a.switch_aware:
+    lim = None
+    if a.limiter != "off":
+        from kdvfs.gpus import get_gpu
+
+        spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+        lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
+                         why="choosing under the limiter is done for the global waste objective, not switch-aware")
+    if lim is not None:  # chosen under the card's power limiter (its steady state)
+        from kdvfs.bundled import model_params
+        from kdvfs.optimize.limited import optimize_limited
+
+        s = optimize_limited(pb, spec, model_params(pb.trace, spec), lim, a.slack, a.granularity).schedule
+    elif a.switch_aware:
         sw = switch_model(a, a.gpu or pb.profile.gpu)
         s = switch_aware(pb, sw, a.mechanism, a.slack)
     else:
@@ -191,6 +203,8 @@ def register(sub, j) -> None:
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     sp.add_argument("-o", "--output")
+    sp.add_argument("--limiter", choices=["auto", "on", "off"], default="off",
+                    help="choose under the card's power limiter (global waste objective; auto: where the preset has one)")
     sp.set_defaults(fn=cmd_optimize)
 
     sp = j(sub.add_parser("frontier", help="energy change against tolerated slowdown"))
