@@ -1,0 +1,556 @@
+"""Observe-only characterisation of a GPU: a zoo of kernels across arithmetic intensity, each alone, and step
+responses of the driver's power limiter read from the durations of a fixed compute-bound probe GEMM.
+
+Nothing here changes a clock, limit or mode: the backend must be observe-only (``characterize`` refuses one that is
+not). For each zoo kernel: a short warm-up, then a window of at least ``window_s`` opened and closed at energy-counter
+steps, running the kernel in synchronised batches of ~15 ms; after each batch the SM and memory clocks and power are
+read (every ~15 ms), and CUDA events give the batch's GPU time. Recorded per kernel: median time per invocation,
+energy per invocation (counter difference / invocations), average power, SM clock median / p10 / p90, temperature.
+
+Step responses: the probe (a bf16 4096³ GEMM; compute-bound, so its duration ∝ 1/f) is timed with CUDA events for
+every launch; ``clock = f_ref · t_ref / t`` with ``t_ref`` the probe's duration at the top clock (the 2nd percentile
+of its durations in the sparse phase after idle, where the card is far below its cap). Phases: idle → heavy
+(probes back to back), heavy → light (a memory-bound kernel with a sparse probe every ~5 ms), and square waves.
+An NVML thread samples clock and power every ~10 ms meanwhile.
+
+Results go to a JSON file (``kdvfs-characterization/1``) rewritten after every zoo kernel, so nothing measured is
+lost and a rerun resumes after the last finished entry. Execution is injected: ``TorchZoo`` on a CUDA device (torch
+imported there only), ``FakeZoo`` on ``hw_backend.fake.FakeNvml`` (no torch) for tests and demos.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from kdvfs.errors import FormatError, HardwareError, InputError, ObserveOnlyError
+from kdvfs.work import (
+    Work,
+    attention_work,
+    copy_work,
+    elementwise_work,
+    gemm_work,
+    norm_work,
+    reduction_work,
+    softmax_work,
+)
+
+__all__ = [
+    "FORMAT", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "PROBE",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT = "kdvfs-characterization/1"
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKernel:
+    """One kernel of the zoo.
+
+    Attributes:
+        name: unique name (``gemm_bf16_8192``).
+        category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
+        op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
+            ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``.
+        dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
+        shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
+        causal: attention with a causal mask.
+    """
+
+    name: str
+    category: str
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    causal: bool = False
+
+    @property
+    def work(self) -> Work:
+        s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
+        n = int(np.prod(s))
+        if self.op == "gemm":
+            return gemm_work(s[0], s[1], s[2], d, tf32=self.dtype == "tf32")
+        if self.op in ("sdpa", "sdpa_bwd"):
+            return attention_work(s[0], s[1], s[2], s[2], s[3], d, causal=self.causal, backward=self.op == "sdpa_bwd")
+        if self.op in ("add", "mul"):
+            return elementwise_work(n, d, inputs=2)
+        if self.op in ("gelu", "silu", "relu"):
+            return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0}[self.op])
+        if self.op in ("sum", "amax"):
+            return reduction_work(n, s[0] if len(s) > 1 else 1, d)
+        if self.op in ("layer_norm", "rms_norm"):
+            return norm_work(n, d)
+        if self.op == "softmax":
+            return softmax_work(n, d)
+        if self.op in ("copy", "transpose"):
+            return copy_work(n, d)
+        if self.op == "cast":
+            return copy_work(n, d, out_dtype="fp32")
+        if self.op == "fill":
+            return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
+        if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
+            return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
+        raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
+
+
+def _g(dt: str, m: int, n: int | None = None, k: int | None = None) -> ZooKernel:
+    n, k = n or m, k or m
+    tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
+    return ZooKernel(f"gemm_{dt}_{tag}", "gemm", "gemm", dt, (m, n, k))
+
+
+def default_zoo() -> tuple[ZooKernel, ...]:
+    """The campaign's kernels, from the most compute-bound to the most memory-bound (36 entries)."""
+    gib = 1 << 29  # elements of 1 GiB in bf16
+    return (
+        _g("bf16", 16384), _g("bf16", 8192), _g("bf16", 6144), _g("bf16", 4096), _g("bf16", 3072), _g("bf16", 2048),
+        _g("bf16", 1024), _g("bf16", 16384, 16384, 1024), _g("bf16", 8192, 8192, 256), _g("bf16", 65536, 2048, 128),
+        _g("bf16", 32768, 8192, 2048), _g("fp16", 8192), _g("fp32", 8192), _g("fp32", 4096), _g("fp32", 2048),
+        _g("tf32", 8192), _g("tf32", 4096),
+        ZooKernel("sdpa_bf16_causal_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128), True),
+        ZooKernel("sdpa_bf16_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128)),
+        ZooKernel("sdpa_bf16_causal_2x32x8192x128", "attention", "sdpa", "bf16", (2, 32, 8192, 128), True),
+        ZooKernel("sdpa_bf16_16x16x512x64", "attention", "sdpa", "bf16", (16, 16, 512, 64)),
+        ZooKernel("sdpa_bwd_bf16_causal_8x16x2048x128", "attention", "sdpa_bwd", "bf16", (8, 16, 2048, 128), True),
+        ZooKernel("gelu_bf16_1GiB", "elementwise", "gelu", "bf16", (gib,)),
+        ZooKernel("gelu_fp32_1GiB", "elementwise", "gelu", "fp32", (gib // 2,)),
+        ZooKernel("add_bf16_1GiB", "elementwise", "add", "bf16", (gib,)),
+        ZooKernel("mul_fp32_1GiB", "elementwise", "mul", "fp32", (gib // 2,)),
+        ZooKernel("silu_bf16_256MiB", "elementwise", "silu", "bf16", (gib // 4,)),
+        ZooKernel("relu_bf16_16MiB", "elementwise", "relu", "bf16", (1 << 23,)),
+        ZooKernel("sum_fp32_1GiB", "reduction", "sum", "fp32", (gib // 2,)),
+        ZooKernel("amax_bf16_rows_16384x16384", "reduction", "amax", "bf16", (16384, 16384)),
+        ZooKernel("layer_norm_bf16_16384x4096", "norm", "layer_norm", "bf16", (16384, 4096)),
+        ZooKernel("rms_norm_bf16_16384x4096", "norm", "rms_norm", "bf16", (16384, 4096)),
+        ZooKernel("softmax_bf16_8x16x2048x2048", "reduction", "softmax", "bf16", (8 * 16 * 2048, 2048)),
+        ZooKernel("copy_bf16_1GiB", "copy", "copy", "bf16", (gib,)),
+        ZooKernel("transpose_bf16_16384x16384", "copy", "transpose", "bf16", (16384, 16384)),
+        ZooKernel("cast_bf16_to_fp32_512MiB", "copy", "cast", "bf16", (gib // 2,)),
+        ZooKernel("fill_bf16_1GiB", "copy", "fill", "bf16", (gib,)),
+        ZooKernel("adamw_fp32_100M", "optimizer", "adamw", "fp32", (100_000_000,)),
+    )
+
+
+PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
+LIGHT = ZooKernel("light_add_bf16_256MiB", "elementwise", "add", "bf16", (1 << 27,))
+
+
+class SkipKernel(Exception):
+    """The card rejected a zoo kernel (out of memory, unsupported dtype); the reason is recorded."""
+
+
+class Executor(Protocol):
+    """Runs zoo kernels: real (``TorchZoo``) or simulated (``FakeZoo``)."""
+
+    def prepare(self, k: ZooKernel) -> None: ...
+
+    def launch(self, n: int) -> Any: ...
+
+    def wait(self, handle: Any) -> float: ...
+
+    def release(self) -> None: ...
+
+    def kernels_launched(self) -> list[dict]: ...
+
+    def now_s(self) -> float: ...
+
+    def sleep(self, s: float) -> None: ...
+
+    def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict: ...
+
+
+# ---------------------------------------------------------------------- the measurement
+def _pct(xs: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs, dtype=float), q)) if len(xs) else float("nan")
+
+
+def instant_power_reader(be) -> Callable[[], float | None] | None:
+    """A reader of NVML's instantaneous power field (``NVML_FI_DEV_POWER_INSTANT``, watts), or ``None`` where the
+    card or the NVML module lacks it (``nvmlDeviceGetPowerUsage`` is a 1 s average on Hopper)."""
+    fn = getattr(getattr(be, "nvml", None), "nvmlDeviceGetFieldValues", None)
+    if fn is None:
+        return None
+
+    def read() -> float | None:
+        v = fn(be.handle, [186])[0]
+        if v.nvmlReturn != 0:
+            return None
+        val = {0: v.value.dVal, 1: v.value.uiVal, 2: v.value.ulVal, 3: v.value.ullVal, 4: v.value.sllVal,
+               5: getattr(v.value, "siVal", 0)}.get(v.valueType, v.value.uiVal)
+        return float(val) / 1000.0
+
+    try:
+        return read if read() is not None else None
+    except Exception:  # noqa: BLE001 — an optional reading; NVML errors mean "not available"
+        return None
+
+
+class Sampler:
+    """Reads SM clock, memory clock, power (1 s average) and instantaneous power, every ``period_s`` in a thread
+    (``threaded``) or whenever ``sample()`` is called (the fake, whose time is simulated). Only reads."""
+
+    def __init__(self, be, now: Callable[[], float], *, threaded: bool, period_s: float = 0.01) -> None:
+        self.be, self.now, self.threaded, self.period_s = be, now, threaded, period_s
+        self.instant = instant_power_reader(be)
+        self.rows: list[tuple[float, int, int, float, float | None]] = []
+        self.t0 = now()
+        self._stop = threading.Event()
+        self._th: threading.Thread | None = None
+
+    def sample(self) -> None:
+        c, m = self.be.clocks_mhz()
+        p = self.be.power_mw() / 1000.0
+        pi = self.instant() if self.instant else None
+        self.rows.append((self.now() - self.t0, c, m, p, pi))
+
+    def tick(self) -> None:
+        """Called by the measuring loop: samples unless a thread does."""
+        if not self.threaded:
+            self.sample()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.period_s)
+
+    def __enter__(self) -> Sampler:
+        self.t0 = self.now()
+        if self.threaded:
+            self._th = threading.Thread(target=self._loop, daemon=True)
+            self._th.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._th is not None:
+            self._th.join()
+
+
+def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: float, threaded: bool,
+                    batch_s: float = 0.02, max_s: float = 60.0) -> dict:
+    """One zoo kernel alone. Batches of ~``batch_s`` are kept one ahead on the GPU (no idle gaps); the window opens
+    and closes at energy-counter steps seen after a batch completes, and counts the invocations completed between."""
+    ex.prepare(k)
+    try:
+        launched = ex.kernels_launched()
+        ex.wait(ex.launch(1))
+        t = ex.wait(ex.launch(3)) / 3
+        n = max(1, min(100_000, int(batch_s / max(t, 1e-7))))
+        start = ex.now_s()
+        pending = ex.launch(n)
+        while ex.now_s() - start < warmup_s:
+            nxt = ex.launch(n)
+            ex.wait(pending)
+            pending = nxt
+        e0 = be.energy_mj()
+        while True:
+            nxt = ex.launch(n)
+            ex.wait(pending)
+            pending = nxt
+            e_open = be.energy_mj()
+            if e_open != e0:
+                break
+            if ex.now_s() - start > max_s:
+                raise HardwareError(
+                    f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
+                    "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
+        t_open = ex.now_s()
+        per: list[float] = []
+        iters = 0
+        last = e_open
+        with Sampler(be, ex.now_s, threaded=threaded) as smp:
+            while True:
+                nxt = ex.launch(n)
+                per.append(ex.wait(pending) / n)
+                pending = nxt
+                iters += n
+                smp.tick()
+                e = be.energy_mj()
+                if e != last:
+                    last = e
+                    t_close = ex.now_s()
+                    if t_close - t_open >= window_s:
+                        break
+                if ex.now_s() - t_open > max_s:
+                    t_close = ex.now_s()
+                    break
+        ex.wait(pending)
+        span = t_close - t_open
+        energy = (last - e_open) / 1000.0
+        temp = be.temperature_c() if hasattr(be, "temperature_c") else None
+    finally:
+        ex.release()
+    w = k.work
+    rows = smp.rows
+    clocks = [r[1] for r in rows]
+    inst = [r[4] for r in rows if r[4] is not None]
+    med = float(statistics.median(per))
+    return {
+        "name": k.name, "category": k.category, "op": k.op, "dtype": k.dtype, "shape": list(k.shape),
+        "causal": k.causal, "flops": w.flops, "bytes": w.bytes,
+        "time_s": med, "time_mean_s": span / iters, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
+        "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct([r[3] for r in rows], 50),
+        "power_instant_w_median": _pct(inst, 50) if inst else None,
+        "power_instant_w_p10": _pct(inst, 10) if inst else None, "power_instant_w_p90": _pct(inst, 90) if inst else None,
+        "sm_mhz_median": _pct(clocks, 50), "sm_mhz_p10": _pct(clocks, 10), "sm_mhz_p90": _pct(clocks, 90),
+        "sm_mhz_mean": float(np.mean(clocks)) if clocks else float("nan"),
+        "mem_mhz": int(statistics.median([r[2] for r in rows])), "window_s": span, "invocations": iters, "batch": n,
+        "clock_samples": len(rows), "temperature_c": temp,
+        "achieved_tflops": w.flops / med / 1e12, "achieved_gbs": w.bytes / med / 1e9,
+        "cuda_kernels": launched,
+    }
+
+
+def _step_phases() -> list[tuple[str, list[tuple[str, float]]]]:
+    """(name, phases): each phase (load, seconds) with load idle | heavy | light | probe-only."""
+    sq_fast = [("heavy", 0.1), ("light", 0.1)] * 10
+    sq_slow = [("heavy", 0.5), ("light", 0.5)] * 4
+    return [
+        ("idle_to_heavy", [("idle", 1.5), ("probe-only", 0.3), ("heavy", 2.0)]),
+        ("heavy_to_light", [("heavy", 2.0), ("light", 2.0)]),
+        ("square_200ms", [("idle", 0.5)] + sq_fast),
+        ("square_1s", [("idle", 0.5)] + sq_slow),
+    ]
+
+
+def _step_response(ex: Executor, be, name: str, phases: list[tuple[str, float]], sample_period_s: float,
+                   threaded: bool) -> dict:
+    with Sampler(be, ex.now_s, threaded=threaded, period_s=sample_period_s) as smp:
+        res = ex.probe_plan(phases, smp.tick)
+    off = res.pop("host_ref_s", smp.t0) - smp.t0  # samples and probes share the ref event's origin
+    rows = smp.rows
+    out = {"name": name, **res,
+           "nvml_clock": [[round(r[0] - off, 5), r[1]] for r in rows],
+           "power": [[round(r[0] - off, 5), r[3]] for r in rows]}
+    if any(r[4] is not None for r in rows):
+        out["power_instant"] = [[round(r[0] - off, 5), r[4]] for r in rows if r[4] is not None]
+    return out
+
+
+def _finish_probe(name: str, raw: list[tuple[float, float]], phases_out: list[dict], f_ref_mhz: float) -> dict:
+    """The probe's raw durations and phases; the clock series is filled in by ``reference_probe`` once every step
+    response is in (one reference duration for all of them)."""
+    pw = PROBE.work
+    return {
+        "probe": {"name": PROBE.name, "flops": pw.flops, "time_at_max_clock_s": None, "max_clock_mhz": f_ref_mhz},
+        "phases": phases_out,
+        "clock": [],
+        "probe_durations": [[round(t, 6), d] for t, d in raw],
+    }
+
+
+def reference_probe(doc: dict, percentile: float = 1.0) -> dict:
+    """Convert every step response's probe durations to clocks, ``f = f_max · t_ref / t``, with one reference
+    ``t_ref``: the ``percentile``-th percentile of the probe's durations pooled over all step responses. The first
+    probes of a heavy burst after light load run at the top clock (the card is far below its cap then), so the
+    shortest durations are the top clock's; a sparse probe right after idle is not a reference (the clock is still
+    ramping up from the idle 345 MHz). Returns ``doc`` updated in place."""
+    srs = [s for s in doc.get("step_responses", []) if "probe_durations" in s]
+    pooled = [d for s in srs for _, d in s["probe_durations"]]
+    if not pooled:
+        return doc
+    t_ref = _pct(pooled, percentile)
+    for s in srs:
+        f = s["probe"]["max_clock_mhz"]
+        s["probe"]["time_at_max_clock_s"] = t_ref
+        s["probe"]["reference"] = (f"{percentile:g}th percentile of the probe's durations pooled over all step "
+                                   "responses (the top clock's duration)")
+        # a probe that took over 2.5× the reference waited inside its own event pair (the host fell behind and the
+        # GPU idled between the events): no clock reading
+        s["clock"] = [[t, round(f * t_ref / d, 1)] for t, d in s["probe_durations"] if d <= 2.5 * t_ref]
+    return doc
+
+
+# ---------------------------------------------------------------------- the campaign
+def _atomic_write(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def load_characterization(path: str | Path) -> dict:
+    """Read a characterisation file, checking its format."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, ValueError) as e:
+        raise FormatError(f"cannot read characterisation file {str(path)!r}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise FormatError(f"{str(path)!r} is not a {FORMAT} file (its 'format' is {doc.get('format') if isinstance(doc, dict) else None!r}); "
+                          "write one with `kdvfs characterize`")
+    for i, k in enumerate(doc.get("kernels", [])):
+        for key in ("name", "time_s", "power_w", "sm_mhz_median"):
+            if key not in k and "skipped" not in k:
+                raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}) lacks {key!r}")
+    return doc
+
+
+def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] | None = None, window_s: float = 5.0,
+                 warmup_s: float = 1.0, steps: bool = True, step_scale: float = 1.0, command: str = "",
+                 progress: Callable[[str], None] | None = None, threaded_sampler: bool = True,
+                 max_clock_mhz: float = 1980.0, extra: dict | None = None) -> dict:
+    """Run the campaign and write ``out`` after every entry (resumes entries already in ``out``).
+
+    Args:
+        be: an observe-only backend (``NvmlBackend(observe_only=True)`` or over ``FakeNvml``).
+        ex: the executor (``TorchZoo`` or ``FakeZoo``).
+        out: the JSON file.
+        zoo: the kernels (default ``default_zoo()``).
+        window_s, warmup_s: per kernel, the measured window (≥ 5 s for the campaign) and the warm-up before it.
+        steps: also run the step responses; ``step_scale`` scales their phase lengths (tests use short ones).
+        threaded_sampler: sample NVML in a thread during step responses (real cards); else at each probe (fake).
+        max_clock_mhz: the clock a probe at its reference duration runs at (the card's top clock).
+    """
+    if not getattr(be, "observe_only", False):
+        raise ObserveOnlyError("characterize only observes: give it an observe-only backend (without "
+                               "--allow-clock-control); it never changes a clock, limit or mode")
+    if window_s <= 0 or warmup_s < 0:
+        raise InputError(f"characterize: window must be > 0 s and warm-up ≥ 0 s, got {window_s}, {warmup_s}")
+    zoo = tuple(default_zoo() if zoo is None else zoo)
+    names = [k.name for k in zoo]
+    if len(set(names)) != len(names):
+        raise InputError("characterize: zoo kernel names must be unique")
+    out = Path(out)
+    say = progress or (lambda s: None)
+    caps = be.capabilities()
+    doc: dict[str, Any]
+    if out.exists():
+        doc = load_characterization(out)
+        say(f"resuming {out}: {len(doc['kernels'])} zoo entries already measured")
+    else:
+        doc = {"format": FORMAT, "gpu": be.name, "driver": _driver(be), "power_limit_w": caps.power_limit_w,
+               "command": command, "window_s": window_s, "warmup_s": warmup_s, "kernels": [], "step_responses": []}
+        if extra:
+            doc.update(extra)
+        doc["idle"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz()),
+                       "temperature_c": be.temperature_c() if hasattr(be, "temperature_c") else None}
+    done = {k["name"] for k in doc["kernels"]}
+    for i, k in enumerate(zoo):
+        if k.name in done:
+            continue
+        t0 = time.perf_counter()
+        try:
+            rec = _measure_kernel(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded_sampler)
+        except SkipKernel as e:
+            rec = {"name": k.name, "category": k.category, "dtype": k.dtype, "shape": list(k.shape), "skipped": str(e)}
+            log.warning("zoo kernel %s skipped: %s", k.name, e)
+        doc["kernels"].append(rec)
+        _atomic_write(out, doc)
+        if "skipped" in rec:
+            say(f"[{i + 1}/{len(zoo)}] {k.name}: skipped ({rec['skipped']})")
+        else:
+            say(f"[{i + 1}/{len(zoo)}] {k.name}: {rec['time_s'] * 1e3:.4f} ms {rec['power_w']:.1f} W "
+                f"SM {rec['sm_mhz_median']:.0f} ({rec['sm_mhz_p10']:.0f}-{rec['sm_mhz_p90']:.0f}) MHz "
+                f"{rec['achieved_tflops']:.1f} TFLOP/s {rec['achieved_gbs']:.0f} GB/s [{time.perf_counter() - t0:.1f} s]")
+    if steps:
+        have = {s["name"] for s in doc["step_responses"]}
+        for name, phases in _step_phases():
+            if name in have:
+                continue
+            ph = [(load, d * step_scale) for load, d in phases]
+            try:
+                ex.prepare(PROBE)
+                sr = _step_response(ex, be, name, ph, 0.01, threaded_sampler)
+            except SkipKernel as e:
+                sr = {"name": name, "skipped": str(e)}
+            finally:
+                ex.release()
+            if "skipped" not in sr:
+                sr.update(_finish_probe(name, sr.pop("raw"), sr.pop("phases_out"), max_clock_mhz))
+                d = [x for _, x in sr["probe_durations"]]
+                say(f"step response {name}: {len(d)} probes, {min(d) * 1e3:.4f}-{max(d) * 1e3:.4f} ms")
+            doc["step_responses"].append(sr)
+            reference_probe(doc)
+            _atomic_write(out, doc)
+    doc["idle_after"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz())}
+    _atomic_write(out, doc)
+    return doc
+
+
+def _driver(be) -> str:
+    fn = getattr(be.nvml, "nvmlSystemGetDriverVersion", None) if hasattr(be, "nvml") else None
+    try:
+        v = fn() if fn else ""
+    except Exception:  # noqa: BLE001 — the driver version is provenance only
+        v = ""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+# ---------------------------------------------------------------------- executors
+class FakeZoo:
+    """Zoo kernels on a ``FakeNvml`` device: each kernel's time and power come from the kernel model of the fake's
+    preset with activity from its FLOPs and bytes (``kdvfs.model.params_from_work``); no torch."""
+
+    def __init__(self, fake, zoo: Sequence[ZooKernel] | None = None, *, reject: Sequence[str] = ()) -> None:
+        from kdvfs.model import params_from_work
+
+        self.fake = fake
+        self.zoo = tuple(default_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
+        self.index = {k.name: i for i, k in enumerate(self.zoo)}
+        self.reject = set(reject)
+        fake.params = params_from_work(fake.spec, [k.work for k in self.zoo], [k.category for k in self.zoo],
+                                       keys=[k.name for k in self.zoo])
+        self.cur: int | None = None
+
+    def prepare(self, k: ZooKernel) -> None:
+        if k.name in self.reject:
+            raise SkipKernel(f"CUDA out of memory allocating {k.name} (simulated)")
+        self.cur = self.index[k.name]
+
+    def launch(self, n: int) -> float:
+        assert self.cur is not None
+        return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
+
+    def wait(self, handle: float) -> float:
+        return handle
+
+    def release(self) -> None:
+        self.cur = None
+
+    def kernels_launched(self) -> list[dict]:
+        return [{"name": self.zoo[self.cur].name if self.cur is not None else "", "us": None}]
+
+    def now_s(self) -> float:
+        return self.fake.now_s
+
+    def sleep(self, s: float) -> None:
+        self.fake.idle(s)
+
+    def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict:
+        t0 = self.fake.now_s
+        raw, out = [], []
+        p, light = self.index[PROBE.name], self.index[LIGHT.name]
+        for load, dur in phases:
+            s = self.fake.now_s - t0
+            end = s + dur
+            while self.fake.now_s - t0 < end:
+                if load == "idle":
+                    self.fake.idle(0.01)
+                elif load in ("heavy", "probe-only"):
+                    st = self.fake.now_s - t0
+                    d = self.fake.run_kernel(p, 1)
+                    raw.append((st, d))
+                    if load == "probe-only":
+                        self.fake.idle(0.005)
+                else:
+                    self.fake.run_kernel(light, 3)
+                    st = self.fake.now_s - t0
+                    raw.append((st, self.fake.run_kernel(p, 1)))
+                sample()
+            out.append({"start_s": s, "end_s": self.fake.now_s - t0, "load": load,
+                        "kernel": {"heavy": PROBE.name, "probe-only": PROBE.name, "light": LIGHT.name}.get(load)})
+        return {"raw": raw, "phases_out": out, "host_ref_s": t0}

@@ -1,0 +1,218 @@
+"""Real training steps measured observe-only: the project's GPT-3-style block (bf16 and fp32) and Hugging Face models
+built from config (random weights, no download), trained with AdamW under bf16 autocast.
+
+For each model: one step recorded with ``torch.profiler`` (``record_shapes=True``, ``with_modules=True``; warm-up
+steps excluded) and written as a gzipped Kineto trace; then the step run back to back over a window of at least
+``window_s`` opened and closed at energy-counter steps, with the SM clock, memory clock and power sampled by a thread
+every ~10 ms. Per step: time (window / steps, and the median of CUDA-event step times), energy (counter difference /
+steps), power, SM clock median / p10 / p90. torch and transformers are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from hw_backend.characterize import Sampler
+from kdvfs.errors import HardwareError, InputError
+
+__all__ = ["MODELS", "measure_steps"]
+
+log = logging.getLogger(__name__)
+
+MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large")
+
+
+def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
+    import transformers as tf
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "gpt2-medium":
+        cfg = tf.GPT2Config(n_layer=2 if small else 12, n_embd=128 if small else 1024, n_head=4 if small else 16,
+                            n_positions=1024, vocab_size=50257)
+        cls, batch, seq = tf.GPT2LMHeadModel, (2 if small else 16), (64 if small else 1024)
+    elif name == "llama-0.5b":
+        cfg = tf.LlamaConfig(hidden_size=128 if small else 2048, intermediate_size=256 if small else 5632,
+                             num_hidden_layers=2 if small else 8, num_attention_heads=4 if small else 16,
+                             num_key_value_heads=4 if small else 16, vocab_size=32000, max_position_embeddings=2048)
+        cls, batch, seq = tf.LlamaForCausalLM, (2 if small else 8), (64 if small else 2048)
+    elif name == "bert-large":
+        cfg = tf.BertConfig(hidden_size=128 if small else 1024, num_hidden_layers=2 if small else 24,
+                            num_attention_heads=4 if small else 16, intermediate_size=256 if small else 4096)
+        cls, batch, seq = tf.BertForMaskedLM, (2 if small else 32), (64 if small else 512)
+    else:
+        raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = cls(cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
+    ac = torch.autocast(dev, dtype=torch.bfloat16)
+
+    def step() -> None:
+        with ac:
+            loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    n = sum(p.numel() for p in model.parameters())
+    info = {"model": name, "class": cls.__name__, "config": {k: v for k, v in cfg.to_dict().items()
+                                                            if isinstance(v, (int, float, str, bool))},
+            "batch": batch, "seq": seq, "parameters": n, "precision": "bf16 autocast, fp32 weights, AdamW (foreach)",
+            "transformers": tf.__version__}
+    return step, info
+
+
+def _block(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
+    from hw_backend.workloads import BlockConfig, BlockWorkload
+
+    prec = name.split("-")[1]
+    cfg = BlockConfig(precision=prec, **({"hidden": 128, "heads": 4, "batch": 2, "seq": 64} if small else {}))
+    wl = BlockWorkload(cfg, device="cuda" if torch.cuda.is_available() else "cpu")
+    info = {"model": name, "class": "hw_backend.workloads.BlockWorkload", "config": {
+        "hidden": cfg.hidden, "heads": cfg.heads}, "batch": cfg.batch, "seq": cfg.seq, "precision": prec,
+        "parameters": sum(p.numel() for p in wl.p.values()), "note": "one GPT-3 XL layer; kdvfs record's workload"}
+    return (lambda: wl.step(label=True)), info
+
+
+def build(name: str, small: bool = False):
+    """(step function, info) of one model; ``small`` shrinks it for CPU dry runs."""
+    import torch
+
+    if name.startswith("block-"):
+        return _block(name, torch, small)
+    return _hf(name, torch, small)
+
+
+def _record(step, out: Path, torch, warmup: int = 3) -> dict:
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    sched = torch.profiler.schedule(wait=0, warmup=warmup, active=1, repeat=1)
+    with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, with_modules=True) as prof:
+        for _ in range(warmup + 1):
+            step()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            prof.step()
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp()) / "trace.json"  # not beside the output: a killed run leaves no stray file there
+    prof.export_chrome_trace(str(tmp))
+    raw = tmp.read_bytes()
+    out.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+    tmp.unlink()
+    tmp.parent.rmdir()
+    return {"trace": out.name, "trace_bytes_gz": out.stat().st_size, "trace_bytes_raw": len(raw)}
+
+
+def _window(step, be, torch, window_s: float, warmup_s: float, max_s: float = 120.0) -> dict:
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warmup_s:
+        step()
+        sync()
+    e0 = be.energy_mj()
+    while (e_open := be.energy_mj()) == e0:
+        step()
+        sync()
+        if time.perf_counter() - t0 > max_s:
+            raise HardwareError(f"the energy counter of {be.name} did not advance in {max_s:.0f} s: no usable "
+                                "energy counter, so a step's energy cannot be measured")
+    t_open = time.perf_counter()
+    steps, last, per = 0, e_open, []
+    with Sampler(be, time.perf_counter, threaded=True) as smp:
+        while True:
+            if torch.cuda.is_available():
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                step()
+                b.record()
+                b.synchronize()
+                per.append(a.elapsed_time(b) / 1000.0)
+            else:
+                s = time.perf_counter()
+                step()
+                per.append(time.perf_counter() - s)
+            steps += 1
+            e = be.energy_mj()
+            if e != last:
+                last = e
+                t_close = time.perf_counter()
+                if t_close - t_open >= window_s:
+                    break
+            if time.perf_counter() - t_open > max_s:
+                t_close = time.perf_counter()
+                break
+    span = t_close - t_open
+    energy = (last - e_open) / 1000.0
+    rows = smp.rows
+    cl = np.array([r[1] for r in rows], dtype=float)
+    pw = np.array([r[3] for r in rows], dtype=float)
+    inst = [r[4] for r in rows if r[4] is not None]
+    temp = be.temperature_c() if hasattr(be, "temperature_c") else None
+    return {"steps": steps, "window_s": span, "energy_window_j": energy, "step_time_s": span / steps,
+            "step_time_gpu_median_s": float(statistics.median(per)), "step_energy_j": energy / steps,
+            "power_w": energy / span, "sm_mhz_median": float(np.median(cl)), "sm_mhz_p10": float(np.percentile(cl, 10)),
+            "sm_mhz_p90": float(np.percentile(cl, 90)), "mem_mhz": int(np.median([r[2] for r in rows])),
+            "power_nvml_w_median": float(np.median(pw)),
+            "power_instant_w_median": float(np.median(inst)) if inst else None,
+            "power_instant_w_p10": float(np.percentile(inst, 10)) if inst else None,
+            "power_instant_w_p90": float(np.percentile(inst, 90)) if inst else None,
+            "clock_samples": len(rows), "temperature_c": temp}
+
+
+def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 10.0, warmup_s: float = 2.0,
+                  small: bool = False, command: str = "", progress: Callable[[str], None] | None = None) -> dict:
+    """Record and measure each model's training step; ``steps.json`` in ``out_dir`` is rewritten after each model
+    (models already in it are skipped: resumable)."""
+    import torch
+
+    if not getattr(be, "observe_only", False):
+        raise InputError("measure_steps only observes: give it an observe-only backend")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "steps.json"
+    say = progress or (lambda s: None)
+    doc = json.loads(path.read_text()) if path.exists() else {
+        "format": "kdvfs-steps/1", "gpu": be.name, "power_limit_w": be.capabilities().power_limit_w,
+        "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s, "steps": []}
+    have = {s["model"] for s in doc["steps"]}
+    for name in models:
+        if name in have:
+            continue
+        t0 = time.perf_counter()
+        try:
+            step, info = build(name, small)
+            rec = _record(step, out_dir / f"{name}.kineto.json.gz", torch)
+            meas = _window(step, be, torch, window_s, warmup_s)
+            row = {**info, **rec, **meas}
+        except Exception as e:  # noqa: BLE001 — one model failing must not lose the others
+            log.exception("step %s failed", name)
+            row = {"model": name, "error": f"{type(e).__name__}: {e}"}
+        doc["steps"].append(row)
+        tmp = path.with_name("steps.json.tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+        if "error" in row:
+            say(f"{name}: FAILED {row['error']}")
+        else:
+            say(f"{name}: {row['step_time_s'] * 1e3:.2f} ms/step {row['step_energy_j']:.3f} J/step "
+                f"{row['power_w']:.1f} W SM {row['sm_mhz_median']:.0f} ({row['sm_mhz_p10']:.0f}-{row['sm_mhz_p90']:.0f}) "
+                f"MHz trace {row['trace_bytes_gz'] / 1e6:.2f} MB [{time.perf_counter() - t0:.1f} s]")
+        step = None  # free the model before the next one
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return doc

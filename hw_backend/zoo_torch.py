@@ -1,0 +1,277 @@
+"""``TorchZoo``: the characterisation zoo's kernels on a CUDA device through PyTorch (torch imported here only).
+
+Each zoo entry becomes a closure over preallocated tensors that launches one invocation; ``run_batch`` times a batch
+with CUDA events. ``probe_plan`` enqueues a step-response schedule (idle, heavy = probe GEMMs back to back, light =
+a memory-bound add with a sparse probe every ~5 ms, probe-only = sparse probes with the card otherwise idle) and
+returns every probe's GPU-timeline start and duration. Nothing here touches a clock or a limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from hw_backend.characterize import LIGHT, PROBE, SkipKernel, ZooKernel
+
+__all__ = ["TorchZoo"]
+
+
+class _HostEvent:
+    """A CUDA-event stand-in for CPU dry runs: records the host time."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, other: _HostEvent) -> float:
+        return (other.t - self.t) * 1000.0
+
+
+class TorchZoo:
+    """Zoo kernels on ``cuda:0`` (an engine: holds the tensors of the kernel being measured)."""
+
+    def __init__(self, device: str = "cuda") -> None:
+        if device == "cpu":  # a dry run of the code path on a machine without a GPU (host timing, tiny zoo)
+            import torch
+        else:
+            from hw_backend.workloads import require_torch_cuda
+
+            torch = require_torch_cuda()
+        self.torch = torch
+        self.device = device
+        self.fn: Callable[[], object] | None = None
+        self._keep: list = []
+        self._event = (lambda: torch.cuda.Event(enable_timing=True)) if device != "cpu" else _HostEvent
+        self._sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+
+    # ------------------------------------------------------------------ kernels
+    def _build(self, k: ZooKernel) -> Callable[[], object]:
+        torch = self.torch
+        F = torch.nn.functional
+        dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}[k.dtype]
+        dev = self.device
+        # fp32 GEMMs on CUDA cores unless the entry asks for tf32 tensor cores
+        torch.backends.cuda.matmul.allow_tf32 = k.dtype == "tf32"
+        g = torch.Generator(device=dev).manual_seed(0)
+
+        def rnd(*shape, dtype=dt, req=False):
+            x = torch.randn(*shape, device=dev, dtype=dtype, generator=g)
+            if req:
+                x.requires_grad_(True)
+            self._keep.append(x)
+            return x
+
+        s = k.shape
+        if k.op == "gemm":
+            m, n, kk = s
+            a, b = rnd(m, kk), rnd(kk, n)
+            c = torch.empty(m, n, device=dev, dtype=dt)
+            self._keep.append(c)
+            return lambda: torch.mm(a, b, out=c)
+        if k.op == "sdpa":
+            q, kt, v = rnd(*s), rnd(*s), rnd(*s)
+            return lambda: F.scaled_dot_product_attention(q, kt, v, is_causal=k.causal)
+        if k.op == "sdpa_bwd":
+            q, kt, v = rnd(*s, req=True), rnd(*s, req=True), rnd(*s, req=True)
+            o = F.scaled_dot_product_attention(q, kt, v, is_causal=k.causal)
+            go = torch.randn_like(o)
+            self._keep += [o, go]
+            return lambda: torch.autograd.grad(o, (q, kt, v), go, retain_graph=True)
+        if k.op in ("add", "mul"):
+            a, b = rnd(*s), rnd(*s)
+            c = torch.empty_like(a)
+            self._keep.append(c)
+            f = torch.add if k.op == "add" else torch.mul
+            return lambda: f(a, b, out=c)
+        if k.op in ("gelu", "silu", "relu"):
+            a = rnd(*s)
+            f = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu}[k.op]
+            return lambda: f(a)
+        if k.op == "sum":
+            a = rnd(*s)
+            return lambda: a.sum()
+        if k.op == "amax":
+            a = rnd(*s)
+            return lambda: a.amax(dim=1)
+        if k.op in ("layer_norm", "rms_norm"):
+            x = rnd(*s)
+            w = torch.ones(s[-1], device=dev, dtype=dt)
+            b = torch.zeros(s[-1], device=dev, dtype=dt)
+            self._keep += [w, b]
+            if k.op == "layer_norm":
+                return lambda: F.layer_norm(x, (s[-1],), w, b)
+            return lambda: F.rms_norm(x, (s[-1],), w)
+        if k.op == "softmax":
+            x = rnd(*s)
+            return lambda: torch.softmax(x, dim=-1)
+        if k.op == "copy":
+            a = rnd(*s)
+            c = torch.empty_like(a)
+            self._keep.append(c)
+            return lambda: c.copy_(a)
+        if k.op == "transpose":
+            a = rnd(*s)
+            c = torch.empty(s[1], s[0], device=dev, dtype=dt)
+            self._keep.append(c)
+            return lambda: c.copy_(a.t())
+        if k.op == "cast":
+            a = rnd(*s)
+            c = torch.empty(*s, device=dev, dtype=torch.float32)
+            self._keep.append(c)
+            return lambda: c.copy_(a)
+        if k.op == "fill":
+            a = torch.empty(*s, device=dev, dtype=dt)
+            self._keep.append(a)
+            return lambda: a.fill_(1.5)
+        if k.op == "adamw":
+            n = s[0]
+            per = 1_000_000
+            ps = [torch.nn.Parameter(torch.randn(per, device=dev, generator=g)) for _ in range(max(1, n // per))]
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            opt = torch.optim.AdamW(ps, lr=1e-4, foreach=True)
+            self._keep += [ps, opt]
+            return opt.step
+        raise SkipKernel(f"op {k.op!r} has no torch implementation")
+
+    def prepare(self, k: ZooKernel) -> None:
+        torch = self.torch
+        self.release()
+        try:
+            self.fn = self._build(k)
+            self.fn()
+            self._sync()
+        except torch.OutOfMemoryError as e:
+            self.release()
+            raise SkipKernel(f"CUDA out of memory: {str(e).splitlines()[0]}") from None
+        except (RuntimeError, TypeError, NotImplementedError) as e:
+            self.release()
+            raise SkipKernel(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+
+    def release(self) -> None:
+        self.fn = None
+        self._keep = []
+        if self.device != "cpu":
+            self.torch.cuda.empty_cache()
+
+    def launch(self, n: int) -> tuple:
+        """Enqueue ``n`` invocations between two events; returns them (the handle)."""
+        fn = self.fn
+        assert fn is not None
+        a = self._event()
+        b = self._event()
+        a.record()
+        for _ in range(n):
+            fn()
+        b.record()
+        return a, b
+
+    def wait(self, handle: tuple) -> float:
+        a, b = handle
+        b.synchronize()
+        return a.elapsed_time(b) / 1000.0
+
+    def now_s(self) -> float:
+        return time.perf_counter()
+
+    def sleep(self, s: float) -> None:
+        time.sleep(s)
+
+    # ------------------------------------------------------------------ step responses
+    def kernels_launched(self) -> list[dict]:
+        """The CUDA kernels one invocation of the prepared entry launches (name, µs), read with ``torch.profiler``
+        (the entry already ran once in ``prepare``); empty where the profiler gives nothing."""
+        torch = self.torch
+        fn = self.fn
+        assert fn is not None
+        if self.device == "cpu":
+            return []
+        try:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                fn()
+                self._sync()
+            evs = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            return [{"name": e.name, "us": round(float(getattr(e, "device_time", 0.0)), 3)} for e in evs][:20]
+        except Exception as e:  # noqa: BLE001 — names are provenance; never lose a measurement over them
+            return [{"error": f"{type(e).__name__}: {e}"}]
+
+    def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict:
+        probe = self._build(PROBE)
+        light = self._build(LIGHT)
+        for _ in range(20):
+            probe()
+            light()
+        self._sync()
+
+        def est(fn, n=50):
+            a, b = self._event(), self._event()
+            a.record()
+            for _ in range(n):
+                fn()
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) / 1000.0 / n
+
+        t_probe, t_light = est(probe), est(light)
+        n_light = max(1, int(0.005 / t_light))  # light kernels between two sparse probes (~5 ms)
+        ev = self._event
+        self._sync()
+        ref = ev()
+        ref.record()
+        host0 = time.perf_counter()
+        probes: list[tuple] = []  # (start event, end event)
+        marks: list[tuple] = []  # (load, start event, end event)
+        for load, dur in phases:
+            e0 = ev()
+            e0.record()
+            if load == "idle":
+                self._sync()
+                time.sleep(dur)
+            elif load == "heavy":
+                n = max(1, int(dur / t_probe))
+                prev = e0
+                for _ in range(n):
+                    probe()
+                    e = ev()
+                    e.record()
+                    probes.append((prev, e))
+                    prev = e
+            elif load == "probe-only":
+                self._sync()
+                t_end = time.perf_counter() + dur
+                while time.perf_counter() < t_end:
+                    a = ev()
+                    a.record()
+                    probe()
+                    b = ev()
+                    b.record()
+                    probes.append((a, b))
+                    time.sleep(0.005)
+            elif load == "light":
+                n = max(1, int(dur / (n_light * t_light + t_probe)))
+                for _ in range(n):
+                    for _ in range(n_light):
+                        light()
+                    a = ev()
+                    a.record()
+                    probe()
+                    b = ev()
+                    b.record()
+                    probes.append((a, b))
+            e1 = ev()
+            e1.record()
+            marks.append((load, e0, e1))
+        self._sync()
+        raw = [(ref.elapsed_time(a) / 1000.0, a.elapsed_time(b) / 1000.0) for a, b in probes]
+        out = [{"start_s": ref.elapsed_time(a) / 1000.0, "end_s": ref.elapsed_time(b) / 1000.0, "load": load,
+                "kernel": {"heavy": PROBE.name, "probe-only": PROBE.name, "light": LIGHT.name}.get(load)}
+               for load, a, b in marks]
+        del probe, light
+        self.release()
+        return {"raw": raw, "phases_out": out, "host_ref_s": host0,
+                "probe_estimate_s": t_probe, "light_estimate_s": t_light, "light_per_probe": n_light}

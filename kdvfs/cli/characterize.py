@@ -1,0 +1,133 @@
+"""Command-line verbs of the observe-only characterisation: ``characterize`` (the kernel zoo and the limiter's step
+responses) and ``measure-steps`` (real training steps: energy, time and clock per step, with a recorded trace).
+
+Both only read the card (``NvmlBackend(observe_only=True)``); ``--allow-clock-control`` is refused. ``--backend fake``
+runs ``characterize`` on ``hw_backend.fake.FakeNvml`` without torch (CI).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from kdvfs.console import make_console, print_json, table
+from kdvfs.errors import InputError
+
+__all__ = ["register"]
+
+
+def _refuse_control(a) -> None:
+    if getattr(a, "allow_clock_control", False):
+        raise InputError(f"{a.cmd} only observes the card: --allow-clock-control is refused here (the driver's own "
+                         "clocks are what it measures); drop the flag")
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_characterize(a) -> int:
+    from hw_backend.characterize import FakeZoo, characterize, default_zoo
+    from hw_backend.nvml import NvmlBackend
+
+    _refuse_control(a)
+    zoo = default_zoo()
+    if a.only:
+        want = [s.strip() for s in a.only.split(",") if s.strip()]
+        known = {k.name for k in zoo}
+        bad = [w for w in want if w not in known]
+        if bad:
+            raise InputError(f"--only: {', '.join(bad)} not in the zoo; `kdvfs characterize --list` names them")
+        zoo = tuple(k for k in zoo if k.name in want)
+    if a.list:
+        rows = [[k.name, k.category, k.dtype, "x".join(map(str, k.shape)), f"{k.work.flops:.3g}", f"{k.work.bytes:.3g}"]
+                for k in zoo]
+        make_console().print(table("characterisation zoo", ["kernel", "category", "dtype", "shape", "FLOPs", "bytes"], rows))
+        return 0
+    if a.output is None:
+        raise InputError("characterize: give -o/--output FILE.json for the results")
+    if a.backend == "fake":
+        from hw_backend.fake import FakeNvml
+        from kdvfs.gpus import get_gpu
+
+        spec = get_gpu(a.gpu)
+        fake = (FakeNvml.from_characterization(a.replay, spec) if a.replay else FakeNvml(spec, seed=a.seed))
+        be = NvmlBackend(fake, observe_only=True)
+        ex = FakeZoo(fake, zoo, reject=[s for s in (a.fake_reject or "").split(",") if s])
+        threaded = False
+    else:
+        from hw_backend.zoo_torch import TorchZoo
+
+        be = NvmlBackend(observe_only=True)
+        ex = TorchZoo(a.device)
+        threaded = True
+    cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
+    doc = characterize(be, ex, a.output, zoo=zoo, window_s=a.window, warmup_s=a.warmup, steps=not a.no_steps,
+                       step_scale=a.step_scale, command=cmd, progress=None if a.json else _say,
+                       threaded_sampler=threaded)
+    if a.json:
+        print_json({"output": a.output, "kernels": len(doc["kernels"]), "step_responses": len(doc["step_responses"])})
+        return 0
+    rows = [[k["name"], f"{k['time_s'] * 1e3:.4f}", f"{k['power_w']:.1f}", f"{k['sm_mhz_median']:.0f}",
+             f"{k['sm_mhz_p10']:.0f}-{k['sm_mhz_p90']:.0f}"] if "skipped" not in k else [k["name"], "skipped", "", "", ""]
+            for k in doc["kernels"]]
+    make_console().print(table(f"characterisation ({be.name})", ["kernel", "ms", "W", "SM MHz", "p10-p90"], rows))
+    return 0
+
+
+def cmd_steps(a) -> int:
+    from hw_backend.nvml import NvmlBackend
+    from hw_backend.steps import MODELS, measure_steps
+
+    _refuse_control(a)
+    models = [m.strip() for m in a.models.split(",")] if a.models else list(MODELS)
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        raise InputError(f"--models: {', '.join(bad)} unknown; choose from {', '.join(MODELS)}")
+    be = NvmlBackend(observe_only=True)
+    cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
+    doc = measure_steps(be, a.output, models=models, window_s=a.window, warmup_s=a.warmup, small=a.small, command=cmd,
+                        progress=_say)
+    if a.json:
+        print_json(doc)
+        return 0
+    rows = [[s["model"], f"{s['step_time_s'] * 1e3:.2f}", f"{s['step_energy_j']:.3f}", f"{s['power_w']:.1f}",
+             f"{s['sm_mhz_median']:.0f}"] if "error" not in s else [s["model"], "error", "", "", ""] for s in doc["steps"]]
+    make_console().print(table("training steps", ["model", "ms/step", "J/step", "W", "SM MHz"], rows))
+    return 0
+
+
+def register(sub, j) -> None:
+    sp = j(sub.add_parser("characterize", help="observe-only kernel zoo and power-limiter step responses"))
+    sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
+    sp.add_argument("--gpu", default="h200", help="fake backend: the preset it simulates")
+    sp.add_argument("--replay", help="fake backend: replay a characterisation file's clocks and power")
+    sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
+    sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
+    sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
+    sp.add_argument("--only", help="comma-separated zoo kernel names")
+    sp.add_argument("--list", action="store_true", help="list the zoo and exit")
+    sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
+    sp.add_argument("--step-scale", type=float, default=1.0, help="scale the step responses' phase lengths")
+    sp.add_argument("--device", default="cuda", help="nvml backend: torch device (cpu = dry run of the code path)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--allow-clock-control", action="store_true", help="refused: characterize only observes")
+    sp.add_argument("--fake-reject", help=_hidden())
+    sp.add_argument("--command", help=_hidden())
+    sp.set_defaults(fn=cmd_characterize)
+
+    sp = j(sub.add_parser("measure-steps", help="observe-only: real training steps' energy, time and clock"))
+    sp.add_argument("-o", "--output", required=True, help="folder for steps.json and the recorded traces")
+    sp.add_argument("--models", help="comma-separated (default: all)")
+    sp.add_argument("--window", type=float, default=10.0, help="measured window per model, seconds (default 10)")
+    sp.add_argument("--warmup", type=float, default=2.0)
+    sp.add_argument("--small", action="store_true", help="tiny models (dry run)")
+    sp.add_argument("--allow-clock-control", action="store_true", help="refused: measure-steps only observes")
+    sp.add_argument("--command", help=_hidden())
+    sp.set_defaults(fn=cmd_steps)
+
+
+def _hidden():
+    import argparse
+
+    return argparse.SUPPRESS

@@ -1,0 +1,305 @@
+"""The work a kernel does: floating-point operations and bytes moved through device memory.
+
+Three sources, best first, recorded in ``Work.source`` (and ``Kernel.work_source``):
+
+- ``shapes`` — from the launching op's input shapes and dtypes (PyTorch profiler traces recorded with
+  ``record_shapes=True``: the CPU op's ``args["Input Dims"]`` / ``args["Input type"]``), by op formula: matmul,
+  addmm, bmm, linear, conv, scaled-dot-product attention (flash / efficient / cudnn, forward and backward),
+  elementwise, reductions, norms, softmax, copies and the optimizer's ``_foreach_*`` ops;
+- ``name`` — no shapes, but the kernel's name says what it is (a GEMM tile ``256x128``, an elementwise
+  ``vectorized_elementwise_kernel<4, ...>``) and its launch grid bounds the elements it touches: for elementwise,
+  norm, reduction, copy and optimizer kernels ``bytes ≈ threads × vector width × bytes per element × 2`` (one read,
+  one write), and for GEMM tiles ``flops ≈ 2 · tiles · tile_m · tile_n · K`` with K unknown, estimated from the
+  kernel's duration at the card's peak rate (the time model is then compute-bound, as the name says);
+- ``category`` — nothing else is known: the model falls back to its category priors (``kdvfs.model.CATEGORY_PRIORS``).
+
+The same formulas size the characterisation zoo (``hw_backend.characterize``), so the activity model is fitted to
+and applied on one definition of work.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
+    "norm_work", "op_work", "reduction_work", "softmax_work", "work_from_name", "torch_dtype_name",
+]
+
+WORK_SOURCES = ("shapes", "name", "category")
+
+DTYPE_BYTES: dict[str, int] = {
+    "bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp64": 8, "fp8": 1, "int64": 8, "int32": 4, "int8": 1, "bool": 1,
+}
+
+# PyTorch's "Input type" strings → our short dtype names
+_TORCH_DTYPES = {
+    "c10::BFloat16": "bf16", "BFloat16": "bf16", "bfloat16": "bf16", "c10::Half": "fp16", "Half": "fp16",
+    "float16": "fp16", "float": "fp32", "Float": "fp32", "float32": "fp32", "double": "fp64", "Double": "fp64",
+    "long int": "int64", "Long": "int64", "int64": "int64", "int": "int32", "Int": "int32", "bool": "bool",
+    "Bool": "bool", "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "unsigned char": "int8",
+    "signed char": "int8",
+}
+
+
+def torch_dtype_name(s: str | None) -> str | None:
+    """Our dtype name for a profiler "Input type" or ``torch.dtype`` string (``None`` when unknown)."""
+    if not s:
+        return None
+    s = str(s).replace("torch.", "")
+    return _TORCH_DTYPES.get(s)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What one invocation of a kernel does.
+
+    Attributes:
+        flops: floating-point operations.
+        bytes: bytes moved through device memory (each operand read once, each result written once).
+        dtype: the arithmetic's dtype (``bf16``, ``fp16``, ``fp32``, ``tf32``); decides the peak rate.
+        tensor: whether the arithmetic runs on tensor cores (GEMMs and attention in 16-bit or tf32).
+        source: ``shapes``, ``name`` or ``category`` (see the module docstring).
+    """
+
+    flops: float
+    bytes: float
+    dtype: str = "fp32"
+    tensor: bool = False
+    source: str = "shapes"
+
+
+def _size(dtype: str) -> int:
+    return DTYPE_BYTES.get(dtype, 4)
+
+
+def gemm_work(m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, *, bias: bool = False,
+              tf32: bool = False, source: str = "shapes") -> Work:
+    """C[m,n] = A[m,k] · B[k,n] (``batch`` of them): 2mnk FLOPs, A, B and C each through memory once."""
+    s = _size(dtype)
+    flops = 2.0 * m * n * k * batch + (m * n * batch if bias else 0)
+    nbytes = (m * k + k * n + m * n) * batch * s + (n * s if bias else 0)
+    d = "tf32" if (dtype == "fp32" and tf32) else dtype
+    return Work(float(flops), float(nbytes), d, d in ("bf16", "fp16", "tf32", "fp8"), source)
+
+
+def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
+                   causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
+    """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, half of it
+    under a causal mask; the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
+    paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
+    s = _size(dtype)
+    f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (0.5 if causal else 1.0)
+    io = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * s
+    if backward:
+        f *= 2.5
+        io *= 2
+    return Work(f, float(io), dtype, dtype in ("bf16", "fp16"), source)
+
+
+def elementwise_work(numel: int, dtype: str = "bf16", *, inputs: int = 1, outputs: int = 1,
+                     flops_per_element: float = 1.0, source: str = "shapes") -> Work:
+    """An elementwise op over ``numel`` elements: ``inputs`` reads and ``outputs`` writes of each."""
+    return Work(float(numel * flops_per_element), float(numel * (inputs + outputs) * _size(dtype)), dtype, False, source)
+
+
+def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str = "shapes") -> Work:
+    """A reduction of ``numel`` elements into ``out_numel``: one read of the input, one FLOP per element."""
+    return Work(float(numel), float((numel + out_numel) * _size(dtype)), dtype, False, source)
+
+
+def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes") -> Work:
+    """Layer / RMS norm: mean and variance then scale (~8 FLOPs per element); reads x, writes y (the backward reads x
+    and dy, writes dx: 3 passes)."""
+    passes = 3 if backward else 2
+    return Work(float(numel * (12 if backward else 8)), float(numel * passes * _size(dtype)), dtype, False, source)
+
+
+def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes") -> Work:
+    """Softmax along the last dimension: max, exp, sum, divide (~5 FLOPs per element); one read, one write."""
+    return Work(float(numel * 5), float(numel * 2 * _size(dtype)), dtype, False, source)
+
+
+def copy_work(numel: int, dtype: str = "bf16", *, out_dtype: str | None = None, source: str = "shapes") -> Work:
+    """A copy (or cast, or layout change) of ``numel`` elements: one read, one write, no arithmetic."""
+    return Work(0.0, float(numel * (_size(dtype) + _size(out_dtype or dtype))), dtype, False, source)
+
+
+# ---------------------------------------------------------------------- from op shapes (profiler "Input Dims")
+def _numel(dims: Sequence[int] | None) -> int:
+    if not dims:
+        return 0
+    return int(math.prod(int(d) for d in dims))
+
+
+def _shape_list(dims: object) -> list[list[int]]:
+    out: list[list[int]] = []
+    if not isinstance(dims, list):
+        return out
+    for d in dims:
+        if isinstance(d, list) and all(isinstance(x, int) for x in d):
+            out.append([int(x) for x in d])
+        else:
+            out.append([])  # scalars, tensor lists, None
+    return out
+
+
+_GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+             "aten::_addmm_activation")
+_ATTN_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|cudnn_attention", re.I)
+_NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
+_SOFTMAX_OPS = re.compile(r"softmax", re.I)
+_REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|nll_loss|"
+                         r"cross_entropy|argmax|_foreach_norm)", re.I)
+_COPY_OPS = re.compile(r"aten::(copy_|_to_copy|to|clone|contiguous|cat|index|index_select|embedding|gather|scatter|"
+                       r"fill_|zero_|zeros|ones|empty_like|transpose|permute|_reshape_alias|masked_fill)", re.I)
+_FOREACH = re.compile(r"_foreach_|_fused_adam", re.I)
+_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
+
+
+def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
+            autocast_dtype: str | None = None) -> Work | None:
+    """Work of one launch of ``op`` from the profiler's ``Input Dims`` and ``Input type`` lists, or ``None`` when the
+    op or its shapes are not understood (the caller then falls back to the kernel's name).
+
+    Args:
+        op: the aten op name (``aten::addmm``).
+        dims: ``args["Input Dims"]`` of the op's event.
+        types: ``args["Input type"]``.
+        backward: the op runs in the backward pass (attention and norms cost more there).
+        tf32: fp32 GEMMs use tf32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
+        autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
+    """
+    shapes = _shape_list(dims)
+    tl = types if isinstance(types, list) else []
+    dts = [torch_dtype_name(t) if isinstance(t, str) else None for t in tl]
+    tensor_dt = next((d for d in dts if d in ("bf16", "fp16", "fp32", "fp64", "fp8")), None) or "fp32"
+    dt = tensor_dt
+    if not shapes:
+        return None
+    name = op.split("::")[-1] if "::" in op else op
+    full = op if "::" in op else f"aten::{op}"
+    if full in _GEMM_OPS:
+        return _gemm_from(full, shapes, dt, tf32)
+    if _CONV_OPS.search(full):
+        return _conv_from(shapes, dt, tf32)
+    if _ATTN_OPS.search(full):
+        q = shapes[0]
+        k = shapes[1] if len(shapes) > 1 else q
+        if len(q) != 4 or len(k) != 4:
+            return None
+        b, h, sq, d = q
+        causal = "causal" in name or any(isinstance(x, bool) and x for x in (dims if isinstance(dims, list) else []))
+        return attention_work(b, h, sq, k[2], d, dt, causal=causal, backward=backward or "backward" in name)
+    if _FOREACH.search(full):
+        n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
+        lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and
+                 all(isinstance(x, list) for x in s)]
+        if lists:  # a tensor list: its first list holds every parameter's shape
+            n = sum(_numel(s) for s in lists[0])
+            k = len(lists)
+        else:
+            k = max(1, len([s for s in shapes if s]))
+        if n == 0:
+            return None
+        # AdamW touches param, grad, exp_avg, exp_avg_sq (read all, write three), ~12 FLOPs per element
+        adam = "adam" in full.lower()
+        return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else k + 1) * _size(dt)), dt, False, "shapes")
+    if _NORM_OPS.search(full):
+        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name)
+    if _SOFTMAX_OPS.search(full):
+        return softmax_work(_numel(shapes[0]), dt)
+    if _REDUCE_OPS.search(full):
+        return reduction_work(_numel(shapes[0]), 1, dt)
+    if _COPY_OPS.search(full):
+        n = max((_numel(s) for s in shapes), default=0)
+        return copy_work(n, dt) if n else None
+    # anything else that takes tensors: an elementwise op over its largest operand, reading each tensor input once
+    sizes = [_numel(s) for s in shapes if s]
+    if not sizes:
+        return None
+    n = max(sizes)
+    return Work(float(n), float((sum(sizes) + n) * _size(dt)), dt, False, "shapes")
+
+
+def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
+    try:
+        if op == "aten::linear":
+            x, w = shapes[0], shapes[1]
+            m, k = _numel(x[:-1]), x[-1]
+            return gemm_work(m, w[0], k, dt, bias=len(shapes) > 2 and bool(shapes[2]), tf32=tf32)
+        if op in ("aten::addmm", "aten::_addmm_activation"):
+            a, b = shapes[1], shapes[2]
+            return gemm_work(a[0], b[1], a[1], dt, bias=True, tf32=tf32)
+        if op == "aten::mm":
+            a, b = shapes[0], shapes[1]
+            return gemm_work(a[0], b[1], a[1], dt, tf32=tf32)
+        if op in ("aten::bmm", "aten::baddbmm"):
+            a, b = (shapes[1], shapes[2]) if op == "aten::baddbmm" else (shapes[0], shapes[1])
+            return gemm_work(a[1], b[2], a[2], dt, batch=a[0], tf32=tf32)
+        if op == "aten::matmul":
+            a, b = shapes[0], shapes[1]
+            if len(a) >= 2 and len(b) >= 2:
+                batch = _numel(a[:-2]) or 1
+                return gemm_work(a[-2], b[-1], a[-1], dt, batch=batch, tf32=tf32)
+            return None
+    except (IndexError, TypeError):
+        return None
+    return None
+
+
+def _conv_from(shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
+    """Direct convolution: 2 · N · Cout · Hout · Wout · Cin/groups · kH · kW, with Hout ≈ Hin (same padding)."""
+    try:
+        x, w = shapes[0], shapes[1]
+        spatial_out = _numel(x[2:])
+        flops = 2.0 * x[0] * w[0] * spatial_out * _numel(w[1:])
+        nbytes = (_numel(x) + _numel(w) + x[0] * w[0] * spatial_out) * _size(dt)
+    except (IndexError, TypeError):
+        return None
+    d = "tf32" if (dt == "fp32" and tf32) else dt
+    return Work(flops, float(nbytes), d, d in ("bf16", "fp16", "tf32"), "shapes")
+
+
+# ---------------------------------------------------------------------- from the kernel's name and grid
+_TILE = re.compile(r"(\d{2,3})x(\d{2,3})(?:x(\d{2,3}))?")
+_VEC = re.compile(r"elementwise_kernel<(\d+)|vectorized_elementwise_kernel<(\d+)")
+_NAME_DTYPE = (("bf16", re.compile(r"bf16|bfloat16|BFloat16", re.I)), ("fp16", re.compile(r"f16|half|fp16", re.I)),
+               ("tf32", re.compile(r"tf32", re.I)), ("fp32", re.compile(r"f32|float|sgemm", re.I)))
+
+
+def _name_dtype(name: str) -> str:
+    for d, pat in _NAME_DTYPE:
+        if pat.search(name):
+            return d
+    return "fp32"
+
+
+def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: Sequence[int] | None,
+                   time_s: float, *, peak_flops: Mapping[str, float] | None = None) -> Work | None:
+    """A documented estimate of a kernel's work from its name and launch grid, or ``None`` when it gives nothing.
+
+    GEMM and attention kernels: compute-bound by their name; FLOPs are what the kernel's duration allows at the
+    dtype's peak rate (``peak_flops``, FLOP/s), bytes a fortieth of that (intensity 40 FLOP/byte, the least of a
+    tiled GEMM large enough to have a tile name). Memory-bound categories: the launch's threads × the vector width
+    (from ``elementwise_kernel<N``, else 4) elements, read and written once in the name's dtype.
+    """
+    dt = _name_dtype(name)
+    if category in ("gemm", "attention"):
+        if not peak_flops:
+            return None
+        rate = peak_flops.get(dt) or peak_flops.get("bf16")
+        if not rate:
+            return None
+        flops = rate * time_s * 0.7  # a named tile GEMM reaches ~70 % of peak (the zoo's large GEMMs: 65–80 %)
+        return Work(flops, flops / 40.0, dt, dt in ("bf16", "fp16", "tf32"), "name")
+    if category in ("elementwise", "norm", "reduction", "copy", "optimizer") and grid and block:
+        threads = _numel(list(grid)) * _numel(list(block))
+        m = _VEC.search(name)
+        vec = int(next(g for g in m.groups() if g)) if m else 4
+        numel = threads * vec
+        return Work(float(numel), float(numel * 2 * _size(dt)), dt, False, "name")
+    return None
