@@ -52,8 +52,9 @@ def cmd_limiter_fit(a) -> int:
     c = make_console()
     c.print(f"{spec.name} limiter: window {1e3 * m.window_s:.1f} ms, gain {m.gain_mhz_per_ws:.3g} MHz/(W·s), slew "
             f"{m.slew_mhz_per_s:.0f} MHz/s, cap held {m.cap_w:.1f} W (tick {1e3 * m.period_s:g} ms)")
-    c.print(table("fit: ceiling − probe clock", ["step response", "probe clocks", "RMS (MHz)"],
-                  [[k, fit.samples[k], f"{v:.1f}"] for k, v in fit.rms_mhz.items()]))
+    c.print(table("fit: ceiling − probe clock", ["step response", "probe clocks (5 ms medians)", "RMS (MHz)",
+                                                 "median |error| (MHz)"],
+                  [[k, fit.samples[k], f"{v:.1f}", f"{fit.median_abs_mhz[k]:.1f}"] for k, v in fit.rms_mhz.items()]))
     return 0
 
 
