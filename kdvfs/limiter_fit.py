@@ -29,7 +29,7 @@ from kdvfs.errors import FormatError, InputError
 from kdvfs.gpus import GpuSpec
 from kdvfs.limiter import ControllerState, LimiterModel
 
-__all__ = ["LimiterFit", "Plant", "anchored_plants", "fit_limiter", "load_step_responses", "prepare_responses", "probe_time_share",
+__all__ = ["LimiterFit", "Plant", "anchored_plants", "fit_limiter", "load_json", "load_step_responses", "prepare_responses", "probe_time_share",
            "simulate_ceiling"]
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,18 @@ class LimiterFit:
                 "rms_mhz": self.rms_mhz, "samples": self.samples, "files": list(self.files), "cap_fit_w": self.cap_fit_w,
                 "probe_time_share": self.probe_time_share, "cap_zoo_w": self.cap_zoo_w,
                 "median_abs_mhz": self.median_abs_mhz}
+
+
+def load_json(path) -> dict:
+    """A JSON file, plain or gzipped, with a clear error."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"file {str(p)!r} does not exist; check the path")
+    try:
+        raw = p.read_bytes()
+        return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FormatError(f"{str(p)!r} is not a readable JSON file ({e})") from None
 
 
 def load_step_responses(paths) -> tuple[list[dict], dict]:

@@ -314,13 +314,15 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
 
 
 def run_limited(run: GpuRun, settings, spec, params, lim: LimiterModel, cfg: SimConfig, path: str = "fast",
-                warmup: int = 1, profile=None) -> dict:
+                warmup: int = 1, profile=None, gap: tuple[float, float] | None = None) -> dict:
     """One iteration of ``run`` under the limiter, after ``warmup`` iterations of the same step.
 
     The controller starts in the steady state of the repeated step (``kdvfs.limiter.steady_state``: the ceiling at
     which the step's average power is the cap); the warm-up iterations let the dynamics inside the step settle from it.
     ``settings`` are the profile's settings that ``run.setting`` indexes; ``params`` the trace's kernel model, or
-    None to interpolate the ``profile``'s own rows (``CeilingTables.from_profile``).
+    None to interpolate the ``profile``'s own rows (``CeilingTables.from_profile``). ``gap``: (seconds, watts) of
+    GPU idle at the end of each iteration (host time between steps), a last segment ``host gaps`` whose power the
+    limiter's window sees like any other.
     """
     from kdvfs.limiter import steady_state
     from simulator.engine import planned_lateness
@@ -329,6 +331,15 @@ def run_limited(run: GpuRun, settings, spec, params, lim: LimiterModel, cfg: Sim
     want = [settings[i] for i in used]
     tables = (CeilingTables.from_params(spec, params, want) if params is not None
               else CeilingTables.from_profile(spec, profile, want))
+    names = list(run.names)
+    if gap is not None and gap[0] > 0:
+        _, S, B = tables.inv_time.shape  # noqa: N806
+        tables = CeilingTables(tables.bins_mhz, tables.settings, tables.req_mhz,
+                               np.concatenate([tables.inv_time, np.full((1, S, B), 1.0 / gap[0])]),
+                               np.concatenate([tables.power_w, np.full((1, S, B), float(gap[1]))]))
+        run = GpuRun(kernel=np.append(run.kernel, tables.inv_time.shape[0] - 1), setting=run.setting,
+                     T=run.T, P=run.P, segment=np.append(run.segment, len(names)), names=names + ["host gaps"])
+        local = np.append(local, local[-1])
     cap = lim.cap_for(spec)
     counts = np.zeros(tables.inv_time.shape[:2])
     np.add.at(counts, (run.kernel, local), 1.0)
@@ -338,7 +349,7 @@ def run_limited(run: GpuRun, settings, spec, params, lim: LimiterModel, cfg: Sim
     n = len(run.kernel)
     T0, P0 = tables.at(ss.ceiling_mhz)  # noqa: N806
     tiled = GpuRun(kernel=np.tile(run.kernel, reps), setting=np.tile(local, reps), T=T0, P=P0,
-                   segment=np.tile(run.segment, reps), names=run.names)
+                   segment=np.tile(run.segment, reps), names=list(run.names))
     late = planned_lateness(tiled, cfg.switch) if cfg.mechanism == "predictive" else {}
     fn = fast_limited if path == "fast" else engine_limited
     r = fn(tiled, tables, lim, cap, cfg, state, mark=n * warmup, late=late)
