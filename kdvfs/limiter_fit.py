@@ -29,7 +29,7 @@ from kdvfs.errors import FormatError, InputError
 from kdvfs.gpus import GpuSpec
 from kdvfs.limiter import ControllerState, LimiterModel
 
-__all__ = ["LimiterFit", "Plant", "anchored_plants", "fit_limiter", "load_json", "load_step_responses", "prepare_responses", "probe_time_share",
+__all__ = ["LimiterFit", "Plant", "anchored_plants", "check_limiter", "fit_limiter", "load_json", "load_step_responses", "prepare_responses", "probe_time_share",
            "simulate_ceiling"]
 
 log = logging.getLogger(__name__)
@@ -328,3 +328,23 @@ def fit_limiter(responses: list[dict], spec: GpuSpec, plants: dict | None = None
         mad[sr["name"]] = float(np.median(np.abs(r)))
         n[sr["name"]] = len(sr["clock"])
     return LimiterFit(model, plants, rms, n, tuple(files), float(x[3]), alpha, zoo_cap, mad)
+
+
+def check_limiter(responses: list[dict], spec: GpuSpec, fit_doc: dict) -> dict:
+    """A stored fit (``LimiterFit.to_dict``) against step responses it may not have seen: per response, RMS and
+    median |ceiling − probe clock| in MHz, with the fit's own probe time share, plants and cap."""
+    m = fit_doc["model"]
+    plants = {k: Plant(float(v["a_w"]), float(v["b_w"])) for k, v in fit_doc["plants"].items()}
+    prepared = prepare_responses(responses, spec, fit_doc.get("probe_time_share"))
+    x = [math.log(m["window_s"]), math.log(m["gain_mhz_per_ws"]), math.log(m["slew_mhz_per_s"]),
+         float(fit_doc.get("cap_fit_w") or m["cap_w"])]
+    out = {}
+    for sr in prepared:
+        missing = {ph["load"] for ph in sr["phases"]} - set(plants)
+        if missing or not sr["clock"]:
+            raise InputError(f"step response {sr['name']!r}: the fit has no plant for {', '.join(sorted(missing))}"
+                             if missing else f"step response {sr['name']!r} has no usable probe clock")
+        r = _residuals(x, [sr], plants, spec, float(m["period_s"])) * math.sqrt(len(sr["clock"]))
+        out[sr["name"]] = {"rms_mhz": float(np.sqrt(np.mean(r ** 2))), "median_abs_mhz": float(np.median(np.abs(r))),
+                           "samples": len(sr["clock"])}
+    return out

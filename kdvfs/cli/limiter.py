@@ -58,6 +58,28 @@ def cmd_limiter_fit(a) -> int:
     return 0
 
 
+def cmd_limiter_check(a) -> int:
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter_fit import check_limiter, load_json, load_step_responses
+
+    spec = get_gpu(a.gpu)
+    srs, _ = load_step_responses(a.files)
+    if a.only:
+        srs = [s for s in srs if s["name"] in set(a.only)]
+    res = check_limiter(srs, spec, load_json(a.fit))
+    doc = {"fit": a.fit, "files": a.files, "responses": res, "command": _command()}
+    if a.output:
+        _write_json(doc, a.output)
+    if a.json:
+        print_json(doc)
+        return 0
+    make_console().print(table(f"{a.fit} against step responses", ["step response", "probe clocks", "RMS (MHz)",
+                                                                   "median |error| (MHz)"],
+                               [[k, v["samples"], f"{v['rms_mhz']:.1f}", f"{v['median_abs_mhz']:.1f}"]
+                                for k, v in res.items()]))
+    return 0
+
+
 def cmd_limiter_whatif(a) -> int:
     from kdvfs.bundled import model_params
     from kdvfs.gpus import get_gpu
@@ -156,6 +178,13 @@ def register(sub, j) -> None:
     f.add_argument("-o", "--output", help="write the fit as JSON")
     f.add_argument("--bundle", action="store_true", help="also install it as the preset's limiter (traces/GPU.limiter.json)")
     f.set_defaults(fn=cmd_limiter_fit)
+    c = j(lsub.add_parser("check", help="a stored fit against step responses (e.g. ones held out of the fit)"))
+    c.add_argument("files", nargs="+")
+    c.add_argument("--gpu", required=True)
+    c.add_argument("--fit", required=True, help="the fit JSON (kdvfs limiter fit -o)")
+    c.add_argument("--only", action="append", help="check only this step response (repeatable)")
+    c.add_argument("-o", "--output")
+    c.set_defaults(fn=cmd_limiter_check)
     w = j(lsub.add_parser("whatif", help="policies against auto before and after the limiter (JSON + markdown)"))
     w.add_argument("--trace", action="append", required=True, help="bundled trace (repeatable); its bundled profile")
     w.add_argument("--gpu", required=True)
