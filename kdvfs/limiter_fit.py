@@ -320,7 +320,8 @@ def fit_limiter(responses: list[dict], spec: GpuSpec, plants: dict | None = None
     zoo_cap = cap_as_held([k for sr in responses for k in sr.get("zoo", [])], top)
     model = LimiterModel(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), period_s,
                          float(x[3]) if zoo_cap is None else zoo_cap,
-                         source="fitted by `kdvfs limiter fit` to " + ", ".join(files or ("step responses",)))
+                         source="fitted by `kdvfs limiter fit` to " + ", ".join(files or ("step responses",))
+                         + " (" + ", ".join(sr["name"] for sr in responses) + ")")
     rms, n, mad = {}, {}, {}
     for sr in responses:
         r = _residuals(x, [sr], plants, spec, period_s) * math.sqrt(len(sr["clock"]))
