@@ -10,6 +10,7 @@ profile's isolated prices, plus the same three kernel-level policies chosen *und
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from kdvfs.errors import InfeasibleError, InputError
 from kdvfs.gpus import GpuSpec, SwitchModel
@@ -24,6 +25,8 @@ from simulator.api import simulate
 from simulator.engine import SimConfig
 
 __all__ = ["LIMITED_POLICIES", "before_after", "limited_rows", "limited_scenario_row"]
+
+log = logging.getLogger(__name__)
 
 LIMITED_POLICIES = ("auto", "pass", "ideal", "naive", "switch-aware", "limiter-aware ideal", "limiter-aware naive",
                     "limiter-aware switch-aware")
@@ -63,10 +66,15 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
                 # plan the switch points on prices at the plan's own ceiling, against the same time bound
                 pf = priced_problem(pb, tables, plan.steady.ceiling_mhz)
                 slack_f = 100.0 * (plan.auto.time_s * (1 + slack_pct / 100.0) / pf.auto_time_s - 1)
-                try:
-                    s = switch_aware(pf, sw, mechanism, slack_f, costs)
-                except InfeasibleError:
-                    s = plan.schedule
+                s = plan.schedule
+                for shave in (0.0, 1e-4):  # the pass-level MILP inside can miss a budget by 1 ns: ask a hair less
+                    try:
+                        s = switch_aware(pf, sw, mechanism, slack_f - shave, costs)
+                        break
+                    except InfeasibleError:
+                        break
+                    except RuntimeError as e:
+                        log.warning("switch-aware under the limiter: %s; retrying a hair under the bound", e)
                 r = sim(s, paid)
             else:
                 r = sim(plan.schedule, free if pol == "limiter-aware ideal" else paid)
