@@ -196,7 +196,7 @@ def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:
     settings = tuple(spec.settings())
     ev = evaluate(spec, params, np.array([s[0] for s in settings]), np.array([s[1] for s in settings]))
     src = np.full(ev.time_s.shape, "fitted", dtype=object)
-    return Profile(params.keys, settings, ev.time_s, ev.power_w, src, spec.name, trace_name)
+    return Profile(params.keys, settings, ev.time_s, ev.power_w, src, spec.name, trace_name, ev.core_mhz)
 
 
 def _spread(n: int, k: int) -> list[int]:

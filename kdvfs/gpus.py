@@ -13,7 +13,7 @@ import numpy as np
 
 from kdvfs.errors import InputError, UnsupportedClockError
 
-__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS"]
+__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS", "H200_UNFITTED", "apply_h200_fit"]
 
 AUTO = 0
 """Clock value meaning "the driver's own choice" in clock arrays (printed and stored as ``auto``)."""
@@ -85,6 +85,11 @@ class GpuSpec:
         auto_mem_extra_w: extra power when the memory clock is left to the driver (auto) rather than locked.
         mem_traffic_power_w: memory power at full bandwidth use.
         smooth_p: exponent of the smooth maximum of the core and memory time terms.
+        peak_tflops: dense peak rate at the boost clock (bf16 tensor for datacentre parts), TFLOP/s.
+        peak_tflops_dtype: peak rate per math class (``kdvfs.work.math_class``: ``tensor16``, ``tf32``, ``fp8``,
+            ``simt``), TFLOP/s at the boost clock; empty = ``peak_tflops`` for every class.
+        work_activity: coefficients of core activity from each kernel's work (``kdvfs.model.activity_from_work``):
+            ``base``, ``tensor16``, ``tf32``, ``simt``, ``mem``; empty = activity from the category priors only.
         switch: the clock-switch latency model.
         sources: field name → source of its number.
     """
@@ -112,6 +117,8 @@ class GpuSpec:
     quirk_mem_fallback_mhz: tuple[tuple[int, int], ...] = ()
     peak_tflops: float = 0.0
     sources: tuple[tuple[str, str], ...] = field(default=())
+    peak_tflops_dtype: tuple[tuple[str, float], ...] = ()
+    work_activity: tuple[tuple[str, float], ...] = ()
 
     # ------------------------------------------------------------------ clocks
     @property
@@ -191,6 +198,11 @@ class GpuSpec:
         ref = self.voltage(np.array(self.boost_core_mhz)) ** 2 * self.boost_core_mhz
         return self.voltage(f) ** 2 * f / ref
 
+    def peak_flops(self, math: str | None) -> float:
+        """Peak FLOP/s at the boost clock for a math class (``peak_tflops`` where the table lacks it)."""
+        table = dict(self.peak_tflops_dtype)
+        return 1e12 * float(table.get(math or "", self.peak_tflops) or self.peak_tflops)
+
     def source_of(self, fieldname: str) -> str:
         return dict(self.sources).get(fieldname, "assumption")
 
@@ -209,6 +221,8 @@ class GpuSpec:
             "core_power_w": self.core_power_w, "mem_power_w": dict(zip(map(str, self.mem_clocks_mhz), self.mem_power_w)),
             "auto_mem_extra_w": self.auto_mem_extra_w,
             "mem_traffic_power_w": self.mem_traffic_power_w, "smooth_p": self.smooth_p,
+            "peak_tflops": self.peak_tflops, "peak_tflops_dtype": dict(self.peak_tflops_dtype),
+            "work_activity": dict(self.work_activity),
             "switch": {"host_call_s": self.switch.host_call_s, "transition_s": self.switch.transition_s,
                        "spread": self.switch.spread, "stall_while_relocking": self.switch.stall_while_relocking,
                        "source": self.switch.source},
@@ -219,7 +233,8 @@ class GpuSpec:
 
 _SOURCED_FIELDS = ("core_clocks_mhz", "mem_clocks_mhz", "mem_max_core_mhz", "boost_core_mhz", "power_limit_w", "cap_w",
                    "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_bandwidth_gbs", "core_power_w", "mem_power_w",
-                   "auto_mem_extra_w", "mem_traffic_power_w", "smooth_p", "peak_tflops", "switch")
+                   "auto_mem_extra_w", "mem_traffic_power_w", "smooth_p", "peak_tflops", "peak_tflops_dtype",
+                   "work_activity", "switch")
 
 
 def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
@@ -276,9 +291,10 @@ H100 = GpuSpec(
              ("switch", _VELICKA)),
 )
 
-# H200: clocks, limit and idle read off a real card (h200_probe.json); core_power_w chosen so that a large bf16 GEMM
-# (activity 1) exceeds the 700 W cap at 1980 MHz and settles near 1350-1700 MHz, as the probe saw.
-H200 = GpuSpec(
+# H200 before the fit: clocks, limit and idle read off a real card (h200_probe.json); core_power_w chosen so that a
+# large bf16 GEMM (activity 1) exceeds the 700 W cap at 1980 MHz and settles near 1350-1700 MHz, as the probe saw.
+# The preset ``h200`` is this with the constants fitted to the characterisation zoo (``_h200_fitted`` below).
+H200_UNFITTED = GpuSpec(
     name="h200", full_name="NVIDIA H200 SXM", arch="Hopper (GH100)",
     core_clocks_mhz=_clocks(345, 1980), mem_clocks_mhz=(2201, 3201), boost_core_mhz=1980,
     power_limit_w=700.0, cap_w=698.0, idle_power_w=122.0, v_min=0.70, v_max=1.00, vf_knee_mhz=1200.0,
@@ -290,6 +306,45 @@ H200 = GpuSpec(
              ("core_power_w", "assumption anchored on the probe: a bf16 GEMM throttles to 1350–1980 MHz at 700 W"),
              ("peak_tflops", "NVIDIA H200 datasheet, dense bf16"), ("switch", _VELICKA)),
 )
+
+H200_FIT_FILE = "h200.fit.json"
+"""The stored fit the h200 preset reads (bundled beside the traces; written by ``kdvfs calibrate-h200``)."""
+
+_H200_FIT_FIELDS = ("idle_power_w", "core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
+
+
+def apply_h200_fit(base: GpuSpec, params: dict, source: str) -> GpuSpec:
+    """``base`` with fitted constants (``params`` of a ``kdvfs-h200-fit/1`` document), each sourced to ``source``."""
+    card = {k: float(params[k]) for k in _H200_FIT_FIELDS}
+    fitted = set(_H200_FIT_FIELDS) | {"work_activity"}
+    sources = tuple((k, v) for k, v in base.sources if k not in fitted | {"peak_tflops_dtype"})
+    sources += tuple((k, source) for k in sorted(fitted))
+    sources += (("peak_tflops_dtype", "NVIDIA H100/H200 SXM datasheet, dense: tensor16 (bf16/fp16) 989, fp8 1979, "
+                                      "tf32 495, simt (fp32 CUDA cores) 67"),)
+    return replace(base, **card, work_activity=tuple((str(k), float(v)) for k, v in params["work_activity"].items()),
+                   peak_tflops_dtype=tuple((str(k), float(v)) for k, v in params["peak_tflops_dtype"].items()),
+                   sources=sources)
+
+
+def _h200_fitted(base: GpuSpec) -> GpuSpec:
+    """The h200 preset: ``base`` with the constants of the bundled fit (``traces/h200.fit.json``), or ``base`` alone
+    (logged) where the file is missing."""
+    import json
+    import logging
+
+    from kdvfs.bundled import bundled_dir
+
+    path = bundled_dir() / H200_FIT_FILE
+    if not path.exists():
+        logging.getLogger(__name__).warning("%s is missing: the h200 preset uses its unfitted constants", path)
+        return base
+    doc = json.loads(path.read_text())
+    src = (f"fitted to the observe-only characterisation zoo ({doc.get('data', '?')}) by `{doc.get('command', '')}`; "
+           f"stored in traces/{H200_FIT_FILE}")
+    return apply_h200_fit(base, doc["params"], src)
+
+
+H200 = _h200_fitted(H200_UNFITTED)
 
 B200 = GpuSpec(
     name="b200", full_name="NVIDIA B200", arch="Blackwell (GB100)",

@@ -21,6 +21,7 @@ from typing import Any
 
 from kdvfs.errors import FormatError
 from kdvfs.trace import Kernel, Segment, Trace, read_json_document
+from kdvfs.work import index_ops, kernel_work
 
 __all__ = ["KinetoImport", "categorize", "import_kineto", "import_spaan_csv", "LABEL_PREFIX"]
 
@@ -234,9 +235,11 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                 seg = "forward"
         assigned.append((seg or "unassigned", ev, op))
 
+    # FLOPs and bytes of each kernel from its op's shapes, else its name and grid (kdvfs.work)
+    worked = kernel_work([_kernel_from_event(ev, op) for _, ev, op in assigned], [ev for _, ev, _ in assigned],
+                         index_ops(events), backward=[seg.startswith("backward") for seg, _, _ in assigned])
     segs: list[tuple[str, list[Kernel]]] = []
-    for seg, ev, op in assigned:
-        k = _kernel_from_event(ev, op)
+    for (seg, _ev, _op), k in zip(assigned, worked):
         if segs and segs[-1][0] == seg:
             segs[-1][1].append(k)
         else:

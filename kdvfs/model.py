@@ -10,6 +10,11 @@ For a kernel with parameters (t0, tc, tm, uc, um) on a card ``spec``, at effecti
   holds the cap by moving between adjacent clock bins, so by default the effective clock is that time-averaged value;
   ``binned=True`` instead takes the highest supported bin under the cap (DESIGN.md's literal rule).
 - auto: the driver's own choice: boost clock and highest memory clock, throttled the same way.
+- activity from work (cards whose preset has ``work_activity``, the H200): a kernel's core activity is
+  ``base + c_dtype · util_core + c_mem · util_mem`` with ``util_core`` its FLOP rate over the dtype's peak at the
+  clock it runs at and ``util_mem`` its bytes per second over the memory bandwidth; memory traffic power is
+  ``Pm · util_mem``. Its time splits into core and memory terms by FLOPs / peak and bytes / bandwidth. Kernels
+  without FLOPs and bytes, and every other card, keep the category priors.
 
 Evaluation is vectorised over kernels × settings; there is no Python loop over the clock grid.
 """
@@ -24,7 +29,8 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.trace import Trace
 
-__all__ = ["KernelParams", "ModelEval", "evaluate", "default_params", "anchor_power", "CATEGORY_PRIORS"]
+__all__ = ["KernelParams", "ModelEval", "evaluate", "default_params", "anchor_power", "CATEGORY_PRIORS",
+           "activity_from_work", "params_from_work"]
 
 # Category → (core share of time, memory share of time, core activity, memory activity). Used only when nothing was
 # measured: GEMMs and attention are compute-bound and busy; elementwise, norm and copy kernels are memory-bound.
@@ -173,25 +179,44 @@ def evaluate(spec: GpuSpec, params: KernelParams, core_mhz, mem_mhz, *, kernel_i
 def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     """Model parameters from category, FLOPs and bytes, scaled so that time at the capture clocks matches the trace.
 
+    On a card with ``work_activity`` (the H200) every kernel's activity comes from its work (``params_from_work``):
+    the trace's FLOPs and bytes, or for kernels without them the estimate from the kernel's name and launch grid
+    (``kdvfs.work.work_from_name``); only kernels with neither keep the category priors.
     Where the trace has each kernel's energy at capture, the core activity is solved so that power matches too.
     """
     ks = trace.kernels
-    pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
-    core_share, mem_share, uc, um = pri.T.copy()
-    for i, k in enumerate(ks):  # FLOPs and bytes, when known, set the balance of the two terms
-        if k.flops and k.bytes and spec.peak_tflops:
-            tcore = k.flops / (spec.peak_tflops * 1e12)
-            tmem = k.bytes / (spec.mem_bandwidth_gbs[-1] * 1e9)
-            s = max(tcore, tmem)
-            core_share[i], mem_share[i] = tcore / s, tmem / s
-    t0 = 0.02 * np.ones(len(ks))
-    unit = KernelParams(trace.kernel_keys, t0, core_share, mem_share, uc, um)
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
-    ki = np.arange(len(ks))
-    ev = evaluate(spec, unit, np.full(len(ks), cc), np.full(len(ks), cm), kernel_index=ki)
-    scale = trace.times_s / ev.time_s  # time is homogeneous in (t0, tc, tm) and power depends on their ratios only
-    params = KernelParams(trace.kernel_keys, t0 * scale, core_share * scale, mem_share * scale, uc, um, "model")
+    if spec.work_activity:
+        from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name
+
+        fl, by, maths = [], [], []
+        for k in ks:
+            f, b, dt = k.flops, k.bytes, k.dtype
+            if not (f or b):
+                w = work_from_name(k.name, k.category, k.grid, k.block, k.time_s, peak_flops=NAME_PEAK_FLOPS)
+                if w is not None:
+                    f, b, dt = w.flops, w.bytes, w.dtype
+            fl.append(f or 0.0)
+            by.append(b or 0.0)
+            maths.append(k.math or math_class(k.category, dt, None if dt else False))
+        params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
+                                  core_mhz=cc or None, mem_mhz=cm or None)
+    else:
+        pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
+        core_share, mem_share, uc, um = pri.T.copy()
+        for i, k in enumerate(ks):  # FLOPs and bytes, when known, set the balance of the two terms
+            if k.flops and k.bytes and spec.peak_tflops:
+                tcore = k.flops / (spec.peak_tflops * 1e12)
+                tmem = k.bytes / (spec.mem_bandwidth_gbs[-1] * 1e9)
+                s = max(tcore, tmem)
+                core_share[i], mem_share[i] = tcore / s, tmem / s
+        t0 = 0.02 * np.ones(len(ks))
+        unit = KernelParams(trace.kernel_keys, t0, core_share, mem_share, uc, um)
+        ki = np.arange(len(ks))
+        ev = evaluate(spec, unit, np.full(len(ks), cc), np.full(len(ks), cm), kernel_index=ki)
+        scale = trace.times_s / ev.time_s  # time is homogeneous in (t0, tc, tm) and power depends on their ratios only
+        params = KernelParams(trace.kernel_keys, t0 * scale, core_share * scale, mem_share * scale, uc, um, "model")
     energies = [k.energy_j for k in ks]
     if all(e is not None for e in energies):
         params = anchor_power(spec, params, np.asarray(energies) / trace.times_s, cc, cm)
@@ -223,3 +248,71 @@ def anchor_power(spec: GpuSpec, params: KernelParams, power_w: np.ndarray, core_
     ev = evaluate(spec, p, np.full(n, core_mhz), np.full(n, mem_mhz), kernel_index=ki)
     s = np.asarray(target_t) / ev.time_s
     return KernelParams(params.keys, p.t0_s * s, p.tc_s * s, p.tm_s * s, uc, params.um, params.source, params.p0_w)
+
+
+def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz) -> tuple[np.ndarray, np.ndarray]:
+    """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
+
+    ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
+    ``kdvfs.work.math_class``: tensor16, tf32, fp8 or simt), ``util_mem = bytes / (B · t)``, both clipped to
+    [0, 1.2]; core activity is ``base + c_math · util_core + c_mem · util_mem``, coefficients from
+    ``spec.work_activity`` (fp8 uses tensor16's).
+    """
+    co = dict(spec.work_activity)
+    flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
+    peak = np.array([spec.peak_flops(m) for m in maths])
+    util_c = np.clip(flops / (peak * f / spec.boost_core_mhz * t), 0.0, 1.2)
+    util_m = np.clip(nbytes / (spec.mem_bandwidth_gbs[-1] * 1e9 * t), 0.0, 1.2)
+    cls = np.array([co.get("tensor16" if m == "fp8" else m, 1.0) for m in maths])
+    uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
+    return uc, util_m
+
+
+def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
+                     mem_mhz=None, iterations: int = 6) -> KernelParams:
+    """Model parameters from each kernel's work and its measured time.
+
+    Args:
+        spec: the card (needs ``work_activity`` for activity from work; else the category priors' activity).
+        flops, nbytes, categories, keys: per kernel.
+        maths: per kernel, where its arithmetic runs (``kdvfs.work.math_class``); picks the peak rate.
+        times_s: duration of one invocation at the capture clocks.
+        core_mhz: the core clock each time was measured at (``None`` or ``AUTO`` = the driver's own choice: the
+            clock is then solved together with the activity, a few fixed-point rounds).
+        mem_mhz: memory clock at capture (default the highest).
+    """
+    n = len(keys)
+    flops = np.asarray(flops, dtype=float)
+    nbytes = np.asarray(nbytes, dtype=float)
+    times = np.asarray(times_s, dtype=float)
+    pri = np.array([CATEGORY_PRIORS[c] for c in categories]).reshape(n, 4)
+    peak = np.array([spec.peak_flops(m) for m in maths])
+    tcore = flops / peak
+    tmem = nbytes / (spec.mem_bandwidth_gbs[-1] * 1e9)
+    big = np.maximum(tcore, tmem)
+    has = big > 0
+    core_share = np.where(has, tcore / np.where(has, big, 1.0), pri[:, 0])
+    mem_share = np.where(has, tmem / np.where(has, big, 1.0), pri[:, 1])
+    t0 = np.full(n, 0.02)
+    cm = np.full(n, spec.max_mem_mhz if mem_mhz in (None, AUTO) else mem_mhz, dtype=float)
+    auto = core_mhz is None or np.all(np.asarray(core_mhz) == AUTO)
+    fc = np.full(n, float(spec.boost_core_mhz)) if auto else np.asarray(core_mhz, dtype=float) * np.ones(n)
+    ki = np.arange(n)
+    use_work = bool(spec.work_activity)
+    uc, um = pri[:, 2].copy(), pri[:, 3].copy()
+    params = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
+    for _ in range(iterations if auto else 1):
+        unit = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
+        ev = evaluate(spec, unit, fc, cm, kernel_index=ki)
+        scale = times / ev.time_s  # time is homogeneous in (t0, tc, tm)
+        tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
+        if use_work:
+            uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc)
+            uc = np.where(has, uw, pri[:, 2])
+            t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
+            share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)
+            um = np.where(has, util_m / np.maximum(share, 1e-9), pri[:, 3])
+        params = KernelParams(tuple(keys), t0_s, tc_s, tm_s, uc, um, "model")
+        if auto:
+            fc = evaluate(spec, params, np.zeros(n), cm, kernel_index=ki).core_mhz
+    return params

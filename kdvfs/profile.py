@@ -58,6 +58,8 @@ class Profile:
         source: shape (kernels, settings), one of ``SOURCES``.
         gpu: catalog name of the card, when known.
         trace: name of the trace, when known.
+        eff_core_mhz: shape (kernels, settings): the core clock each kernel runs at there (after power-cap
+            throttling; the driver's choice at ``auto``), when known (model-built profiles; optional column).
     """
 
     keys: tuple[str, ...]
@@ -67,11 +69,12 @@ class Profile:
     source: np.ndarray
     gpu: str = ""
     trace: str = ""
+    eff_core_mhz: np.ndarray | None = None
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         shape = (len(self.keys), len(self.settings))
-        for nm in ("time_s", "power_w", "source"):
+        for nm in ("time_s", "power_w", "source") + (("eff_core_mhz",) if self.eff_core_mhz is not None else ()):
             if getattr(self, nm).shape != shape:
                 raise FormatError(f"profile: {nm} has shape {getattr(self, nm).shape}, expected {shape}")
         bad = ~np.isfinite(self.time_s) | (self.time_s <= 0) | ~np.isfinite(self.power_w) | (self.power_w <= 0)
@@ -104,7 +107,8 @@ class Profile:
         """The same profile over a subset of settings (missing ones are an error)."""
         idx = [self.setting_index(c, m) for c, m in settings]
         return Profile(self.keys, tuple(self.settings[i] for i in idx), self.time_s[:, idx], self.power_w[:, idx],
-                       self.source[:, idx], self.gpu, self.trace)
+                       self.source[:, idx], self.gpu, self.trace,
+                       None if self.eff_core_mhz is None else self.eff_core_mhz[:, idx])
 
     def for_trace(self, trace: Trace) -> Profile:
         """Rows reordered to the trace's kernels; a clear error naming the missing kernels if any."""
@@ -120,7 +124,7 @@ class Profile:
         if idx == list(range(len(self.keys))):
             return self
         return Profile(trace.kernel_keys, self.settings, self.time_s[idx], self.power_w[idx], self.source[idx],
-                       self.gpu, self.trace)
+                       self.gpu, self.trace, None if self.eff_core_mhz is None else self.eff_core_mhz[idx])
 
 
 def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=None, source: str | None = None) -> Profile:
@@ -130,7 +134,7 @@ def build_profile(trace: Trace, spec: GpuSpec, params: KernelParams, settings=No
     m = np.array([s[1] for s in settings])
     ev = evaluate(spec, params, c, m)
     src = np.full(ev.time_s.shape, source or params.source, dtype=object)
-    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name)
+    return Profile(trace.kernel_keys, settings, ev.time_s, ev.power_w, src, spec.name, trace.name, ev.core_mhz)
 
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
@@ -139,11 +143,14 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     buf = io.StringIO()
     buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}\n")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"])
+    eff = profile.eff_core_mhz
+    w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"]
+               + (["eff_core_mhz"] if eff is not None else []))
     for k, key in enumerate(profile.keys):
         for s, (c, m) in enumerate(profile.settings):
             t, p = profile.time_s[k, s], profile.power_w[k, s]
-            w.writerow([key, fmt_clock(c), fmt_clock(m), f"{t:.6e}", f"{p:.4f}", f"{t * p:.6e}", profile.source[k, s]])
+            w.writerow([key, fmt_clock(c), fmt_clock(m), f"{t:.6e}", f"{p:.4f}", f"{t * p:.6e}", profile.source[k, s]]
+                       + ([f"{eff[k, s]:.1f}"] if eff is not None else []))
     data = buf.getvalue().encode()
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
@@ -195,12 +202,18 @@ def load_profile(path: str | Path) -> Profile:
             raise FormatError(f"profile {str(path)!r} line {i}: {e}") from None
         keys.setdefault(r["kernel"], len(keys))
         settings.setdefault(st, len(settings))
-        recs.append((keys[r["kernel"]], settings[st], t, p, r.get("source") or "measured"))
+        e = r.get("eff_core_mhz")
+        try:
+            ef = float(e) if e not in (None, "") else np.nan
+        except ValueError:
+            raise FormatError(f"profile {str(path)!r} line {i}: eff_core_mhz {e!r} must be a number of MHz") from None
+        recs.append((keys[r["kernel"]], settings[st], t, p, r.get("source") or "measured", ef))
     T = np.full((len(keys), len(settings)), np.nan)
     P = np.full_like(T, np.nan)
     S = np.full(T.shape, "", dtype=object)
-    for k, s, t, p, src in recs:
-        T[k, s], P[k, s], S[k, s] = t, p, src
+    E = np.full_like(T, np.nan)
+    for k, s, t, p, src, ef in recs:
+        T[k, s], P[k, s], S[k, s], E[k, s] = t, p, src, ef
     if np.isnan(T).any():
         k, s = np.argwhere(np.isnan(T))[0]
         st = list(settings)[s]
@@ -208,4 +221,27 @@ def load_profile(path: str | Path) -> Profile:
             f"profile {str(path)!r} has no row for kernel {list(keys)[k]!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz; "
             "every kernel needs every setting — rebuild it with `kdvfs profile build` or `kdvfs profile fit`"
         )
-    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""))
+    # the optional column counts only where every row has it (old profiles have none)
+    eff = E if not np.isnan(E).any() else None
+    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""), eff)
+
+
+def clock_table(trace: Trace, profile: Profile) -> dict:
+    """Each kernel's effective core clock at every setting of a profile (``eff_core_mhz``), with its work and how it
+    was obtained: the ``--json`` view of ``kdvfs profile build``."""
+    p = profile.for_trace(trace)
+    labels = [f"{fmt_clock(c)}/{fmt_clock(m)}" for c, m in p.settings]
+    rows = []
+    for i, k in enumerate(trace.kernels):
+        r = {"kernel": trace.kernel_keys[i], "name": k.name, "category": k.category, "flops": k.flops,
+             "bytes": k.bytes, "dtype": k.dtype, "math": k.math, "work_source": k.work_source or
+             ("given" if k.flops or k.bytes else "category")}
+        if p.eff_core_mhz is not None:
+            r["eff_core_mhz"] = dict(zip(labels, (round(float(x), 1) for x in p.eff_core_mhz[i])))
+        rows.append(r)
+    out: dict = {"settings": labels, "kernels": rows}
+    if p.eff_core_mhz is not None and (AUTO, AUTO) in p._index:
+        ia = p.auto_index
+        top = max(c for c, _ in p.settings)
+        out["throttled_at_auto"] = int(np.sum(p.eff_core_mhz[:, ia] < top - 0.5))
+    return out

@@ -53,6 +53,10 @@ class Kernel:
         block: CUDA block dimensions, when known.
         stream: CUDA stream id at capture, when known.
         op: the framework op that launched it (e.g. ``aten::addmm``), when known.
+        dtype: the arithmetic's dtype (``bf16``, ``fp16``, ``fp32``, ``tf32``), when known.
+        math: where the arithmetic runs (``kdvfs.work.math_class``: tensor16, tf32, fp8, simt), when known.
+        work_source: how ``flops``/``bytes`` were obtained: ``shapes`` (op input shapes), ``name`` (kernel name and
+            launch grid), ``category`` (not estimated: the model uses category priors), or ``None`` (given).
     """
 
     name: str
@@ -65,6 +69,9 @@ class Kernel:
     block: tuple[int, ...] | None = None
     stream: int | None = None
     op: str | None = None
+    dtype: str | None = None
+    math: str | None = None
+    work_source: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -249,7 +256,8 @@ class Trace:
 
 
 # ---------------------------------------------------------------------- file format
-_KERNEL_FIELDS = ("name", "category", "time_s", "energy_j", "flops", "bytes", "grid", "block", "stream", "op")
+_KERNEL_FIELDS = ("name", "category", "time_s", "energy_j", "flops", "bytes", "grid", "block", "stream", "op", "dtype",
+                  "math", "work_source")
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:

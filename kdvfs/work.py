@@ -26,8 +26,24 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "op_work", "reduction_work", "softmax_work", "work_from_name", "torch_dtype_name",
+    "norm_work", "op_work", "reduction_work", "softmax_work", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "math_class", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
+
+MATH_CLASSES = ("tensor16", "tf32", "fp8", "simt")
+"""Where a kernel's arithmetic runs: 16-bit tensor cores, tf32 tensor cores, fp8 tensor cores, or the CUDA cores
+(SIMT: fp32 GEMMs without tf32, and every elementwise, norm, reduction, copy or optimizer kernel)."""
+
+
+def math_class(category: str, dtype: str | None, tensor: bool | None = None) -> str:
+    """The math class of a kernel: tensor cores only for GEMMs and attention in 16-bit, fp8 or tf32."""
+    if tensor is False or category not in ("gemm", "attention"):
+        return "simt"
+    if dtype in ("bf16", "fp16"):
+        return "tensor16"
+    if dtype in ("tf32", "fp8"):
+        return dtype
+    return "tensor16" if tensor and dtype is None else "simt"
 
 WORK_SOURCES = ("shapes", "name", "category")
 
@@ -160,8 +176,19 @@ _FOREACH = re.compile(r"_foreach_|_fused_adam", re.I)
 _CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
+# position of ``is_causal`` in each attention op's arguments (PyTorch's native_functions.yaml)
+_CAUSAL_ARG = {
+    "aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4,
+    "aten::_scaled_dot_product_efficient_attention": 6, "aten::_scaled_dot_product_cudnn_attention": 6,
+    "aten::_cudnn_attention_forward": 10, "aten::_scaled_dot_product_flash_attention_backward": 11,
+    "aten::_scaled_dot_product_efficient_attention_backward": 11, "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    "aten::_cudnn_attention_backward": 14, "aten::_flash_attention_forward": 7, "aten::_flash_attention_backward": 10,
+    "aten::_efficient_attention_forward": 7, "aten::_efficient_attention_backward": 10,
+}
+
+
 def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
-            autocast_dtype: str | None = None) -> Work | None:
+            autocast_dtype: str | None = None, concrete: object = None) -> Work | None:
     """Work of one launch of ``op`` from the profiler's ``Input Dims`` and ``Input type`` lists, or ``None`` when the
     op or its shapes are not understood (the caller then falls back to the kernel's name).
 
@@ -172,6 +199,7 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         backward: the op runs in the backward pass (attention and norms cost more there).
         tf32: fp32 GEMMs use tf32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
         autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
+        concrete: ``args["Concrete Inputs"]`` (scalar arguments as strings): gives attention's ``is_causal``.
     """
     shapes = _shape_list(dims)
     tl = types if isinstance(types, list) else []
@@ -187,13 +215,18 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if _CONV_OPS.search(full):
         return _conv_from(shapes, dt, tf32)
     if _ATTN_OPS.search(full):
-        q = shapes[0]
-        k = shapes[1] if len(shapes) > 1 else q
+        bwd = backward or "backward" in name
+        qi = 1 if bwd and "backward" in name else 0  # backward ops take grad_out first
+        if len(shapes) < qi + 2:
+            return None
+        q, k = shapes[qi], shapes[qi + 1]
         if len(q) != 4 or len(k) != 4:
             return None
         b, h, sq, d = q
-        causal = "causal" in name or any(isinstance(x, bool) and x for x in (dims if isinstance(dims, list) else []))
-        return attention_work(b, h, sq, k[2], d, dt, causal=causal, backward=backward or "backward" in name)
+        ci = _CAUSAL_ARG.get(full)
+        conc = concrete if isinstance(concrete, list) else []
+        causal = ci is not None and ci < len(conc) and str(conc[ci]) == "True"
+        return attention_work(b, h, sq, k[2], d, dt, causal=causal, backward=bwd)
     if _FOREACH.search(full):
         n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
         lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and
@@ -214,6 +247,9 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return softmax_work(_numel(shapes[0]), dt)
     if _REDUCE_OPS.search(full):
         return reduction_work(_numel(shapes[0]), 1, dt)
+    if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
+        n = _numel(shapes[0])
+        return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
     if _COPY_OPS.search(full):
         n = max((_numel(s) for s in shapes), default=0)
         return copy_work(n, dt) if n else None
@@ -271,11 +307,12 @@ _NAME_DTYPE = (("bf16", re.compile(r"bf16|bfloat16|BFloat16", re.I)), ("fp16", r
                ("tf32", re.compile(r"tf32", re.I)), ("fp32", re.compile(r"f32|float|sgemm", re.I)))
 
 
-def _name_dtype(name: str) -> str:
+def _name_dtype(name: str, category: str = "") -> str:
     for d, pat in _NAME_DTYPE:
         if pat.search(name):
             return d
-    return "fp32"
+    # cuBLAS's nvjet / cuDNN's sdpa names do not always say; in LLM training they are bf16
+    return "bf16" if category in ("gemm", "attention") else "fp32"
 
 
 def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: Sequence[int] | None,
@@ -287,7 +324,7 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     tiled GEMM large enough to have a tile name). Memory-bound categories: the launch's threads × the vector width
     (from ``elementwise_kernel<N``, else 4) elements, read and written once in the name's dtype.
     """
-    dt = _name_dtype(name)
+    dt = _name_dtype(name, category)
     if category in ("gemm", "attention"):
         if not peak_flops:
             return None
@@ -303,3 +340,73 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
         numel = threads * vec
         return Work(float(numel), float(numel * 2 * _size(dt)), dt, False, "name")
     return None
+
+
+# ---------------------------------------------------------------------- the importer's hook
+# Peak rates used only to turn a named GEMM's duration into FLOPs when its shapes were not recorded (H100/H200 SXM
+# dense datasheet values; the estimate says "compute-bound at 70 % of peak", whatever the card)
+NAME_PEAK_FLOPS = {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12, "fp8": 1978.9e12}
+
+
+def index_ops(events: Sequence[Mapping]) -> dict:
+    """CPU op events by their ``External id`` (the id a kernel launched inside the op carries), innermost op last.
+    Only ops with recorded shapes (``Input Dims``) are kept."""
+    out: dict = {}
+    for ev in events:
+        if not isinstance(ev, Mapping) or ev.get("cat") not in ("cpu_op", "Operator"):
+            continue
+        a = ev.get("args") or {}
+        if "Input Dims" in a and "External id" in a:
+            out.setdefault(a["External id"], []).append(ev)
+    for v in out.values():
+        v.sort(key=lambda e: (float(e.get("ts", 0)), -float(e.get("dur", 0))))
+    return out
+
+
+def op_of_kernel(ev: Mapping, ops: Mapping) -> Mapping | None:
+    """The innermost CPU op (with shapes) that launched a GPU event, or ``None``."""
+    cands = ops.get((ev.get("args") or {}).get("External id"))
+    return cands[-1] if cands else None
+
+
+def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, backward: Sequence[bool] | None = None,
+                tf32: bool = False) -> list:
+    """Kernels (``kdvfs.trace.Kernel``, one per GPU event, same order) with ``flops``, ``bytes``, ``dtype``, ``math``
+    and ``work_source`` filled in: from the launching op's shapes where recorded (an op's work is split over the
+    kernels it launched in proportion to their durations), else from the kernel's name and grid, else left to the
+    category (``work_source="category"``). Kernels that already carry both FLOPs and bytes are kept as they are."""
+    from dataclasses import replace
+
+    n = len(kernels)
+    op_for = [op_of_kernel(ev, ops) for ev in events]
+    # total duration of the kernels each op launched, for the split
+    dur_of_op: dict[int, float] = {}
+    for k, o in zip(kernels, op_for):
+        if o is not None:
+            dur_of_op[id(o)] = dur_of_op.get(id(o), 0.0) + k.time_s
+    out = []
+    for i in range(n):
+        k, o = kernels[i], op_for[i]
+        if k.flops is not None and k.bytes is not None and k.work_source is None:
+            out.append(k)
+            continue
+        w = None
+        if o is not None:
+            a = o.get("args") or {}
+            w = op_work(str(o.get("name", "")), a.get("Input Dims"), a.get("Input type"),
+                        backward=bool(backward[i]) if backward is not None else False, tf32=tf32,
+                        concrete=a.get("Concrete Inputs"))
+            if w is not None:
+                share = k.time_s / dur_of_op[id(o)] if dur_of_op.get(id(o)) else 1.0
+                w = Work(w.flops * share, w.bytes * share, w.dtype, w.tensor, "shapes")
+        if w is None:
+            w = work_from_name(k.name, k.category, k.grid, k.block, k.time_s, peak_flops=NAME_PEAK_FLOPS)
+        if w is None:
+            out.append(replace(k, work_source="category"))
+            continue
+        dt = w.dtype
+        # a GEMM or attention op on 16-bit inputs runs on tensor cores; its kernels (split) inherit that
+        tensor = w.tensor and k.category in ("gemm", "attention")
+        out.append(replace(k, flops=w.flops, bytes=w.bytes, dtype=dt, math=math_class(k.category, dt, tensor),
+                           work_source=w.source))
+    return out

@@ -48,7 +48,12 @@ def cmd_profile_build(a) -> int:
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
-    print_json(doc) if a.json else out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model)")
+    if a.json:
+        from kdvfs.profile import clock_table
+
+        print_json(doc | {"clocks": clock_table(t, p)})
+    else:
+        out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model)")
     return 0
 
 

@@ -97,6 +97,38 @@ def cmd_steps(a) -> int:
     return 0
 
 
+def cmd_calibrate_h200(a) -> int:
+    import json
+    from pathlib import Path
+
+    from kdvfs.bundled import bundled_dir
+    from kdvfs.calibrate_h200 import run_h200_fit
+    from kdvfs.gpus import H200_FIT_FILE
+
+    cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
+    doc = run_h200_fit(a.data, command=cmd)
+    text = json.dumps(doc, indent=1) + "\n"
+    outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
+    for o in outs:
+        o.parent.mkdir(parents=True, exist_ok=True)
+        o.write_text(text)
+    if a.json:
+        print_json({k: v for k, v in doc.items() if k != "heldout"} | {"written": [str(o) for o in outs]})
+        return 0
+    c = make_console()
+    rows = [[r["name"], f"{r['measured_sm_mhz']:.0f}", f"{r['predicted_sm_mhz']:.0f}", f"{r['clock_error_pct']:+.1f}",
+             f"{r['measured_power_w']:.1f}", f"{r['predicted_power_w']:.1f}", f"{r['power_error_pct']:+.1f}"]
+            for r in doc["fit"]["per_kernel"]]
+    c.print(table("H200 fit: each zoo kernel alone at the card's own clocks", ["kernel", "MHz meas.", "MHz pred.", "%",
+                                                                             "W meas.", "W pred.", "%"], rows))
+    f, h = doc["fit"], doc["heldout"]
+    c.print(f"all {f['kernels']} fitted: clock within 5 % for {f['meet_clock']}, power within 3 % for "
+            f"{f['meet_power']}, both for {f['meet_both']}; held out ({h['split']}): test {h['test']['meet_both']}/"
+            f"{h['test']['kernels']} both (clock {h['test']['meet_clock']}, power {h['test']['meet_power']}); "
+            f"written: {', '.join(map(str, outs))}")
+    return 0
+
+
 def register(sub, j) -> None:
     sp = j(sub.add_parser("characterize", help="observe-only kernel zoo and power-limiter step responses"))
     sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
@@ -125,6 +157,13 @@ def register(sub, j) -> None:
     sp.add_argument("--allow-clock-control", action="store_true", help="refused: measure-steps only observes")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_steps)
+
+    sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
+    sp.add_argument("--data", default="validation/h200/characterization/characterization.json.gz")
+    sp.add_argument("-o", "--output", default="validation/h200/characterization/fit.json")
+    sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
+    sp.add_argument("--command", help=_hidden())
+    sp.set_defaults(fn=cmd_calibrate_h200)
 
 
 def _hidden():
