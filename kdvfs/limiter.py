@@ -29,8 +29,8 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["LIMITERS", "CeilingTables", "ControllerState", "LimiterModel", "SteadyState", "controller_step",
-           "limiter_for", "steady_state"]
+__all__ = ["LIMITERS", "CeilingTables", "ControllerState", "LimiterModel", "SteadyState", "anchor_to_limiter", "controller_step",
+           "limiter_for", "limiter_params", "steady_state"]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +260,35 @@ def steady_state(tables: CeilingTables, counts: np.ndarray, cap_w: float, extra_
     return SteadyState(lo, t + extra_time_s, e + extra_energy_j, p, True)
 
 
+def anchor_to_limiter(spec: GpuSpec, params: KernelParams, times_s: np.ndarray, repeats: np.ndarray,
+                      lim: LimiterModel, gap: tuple[float, float] | None = None, rounds: int = 8) -> tuple[KernelParams, float]:
+    """Kernel parameters whose times, under the limiter's steady ceiling of the recorded all-auto step, equal the
+    recorded durations ``times_s``; and that ceiling.
+
+    A trace recorded on a card with a limiter ran every kernel at the clock the step's mix allowed, not at the clock
+    each kernel reaches alone, so anchoring recorded durations at the isolated throttled clocks (as
+    ``default_params`` does without a limiter) makes a throttled-alone GEMM too slow and everything under the
+    limiter too fast. Times are homogeneous in (t0, tc, tm) and power depends on their ratios only, so each kernel's
+    three times are scaled by one factor; the ceiling moves with them, hence a few rounds (a fixed point).
+    ``gap``: (seconds, watts) of GPU idle per step that the limiter's window also saw.
+    """
+    cap = lim.cap_for(spec)
+    counts = np.asarray(repeats, dtype=float)[:, None]
+    times_s = np.asarray(times_s, dtype=float)
+    extra_t, extra_e = (gap[0], gap[0] * gap[1]) if gap else (0.0, 0.0)
+    p = params
+    f = float(spec.boost_core_mhz)
+    for _ in range(rounds):
+        tab = CeilingTables.from_params(spec, p, [(AUTO, AUTO)])
+        f = steady_state(tab, counts, cap, extra_t, extra_e).ceiling_mhz
+        t = tab.at(f)[0][:, 0]
+        s = times_s / t
+        p = KernelParams(p.keys, p.t0_s * s, p.tc_s * s, p.tm_s * s, p.uc, p.um, p.source, p.p0_w)
+        if np.max(np.abs(s - 1)) < 1e-9:
+            break
+    return p, f
+
+
 # Fitted limiter models are bundled beside the traces as ``<preset>.limiter.json`` (written by ``kdvfs limiter fit``;
 # validation/h200/limiter/README.md names the data and the command). Cards without one keep isolated throttling.
 LIMITERS: dict[str, LimiterModel | None] = {}
@@ -275,3 +304,12 @@ def limiter_for(spec: GpuSpec) -> LimiterModel | None:
         p = bundled_dir() / f"{spec.name}.limiter.json"
         LIMITERS[spec.name] = LimiterModel.from_dict(json.loads(p.read_text())["model"]) if p.exists() else None
     return LIMITERS[spec.name]
+
+
+def limiter_params(trace, spec: GpuSpec, lim: LimiterModel) -> KernelParams:
+    """The trace's kernel model (``kdvfs.bundled.model_params``) with its recorded durations anchored at the clock
+    the limiter allowed the recorded all-auto step (``anchor_to_limiter``): what the simulator uses under the limiter,
+    so that the auto step takes the recorded time in both worlds."""
+    from kdvfs.bundled import model_params
+
+    return anchor_to_limiter(spec, model_params(trace, spec), trace.times_s, trace.repeats, lim)[0]

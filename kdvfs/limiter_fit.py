@@ -281,8 +281,14 @@ def _residuals(x, responses, plants, spec, period_s):
 
 
 def fit_limiter(responses: list[dict], spec: GpuSpec, plants: dict | None = None, period_s: float = 1e-3,
-                files: tuple[str, ...] = ()) -> LimiterFit:
-    """Fit window, gain, slew and the cap as held to the probe clocks of the step responses."""
+                files: tuple[str, ...] = (), cap: str = "preset") -> LimiterFit:
+    """Fit window, gain, slew and the cap as held to the probe clocks of the step responses.
+
+    ``cap``: what the model holds: ``preset`` (None: the card's ``cap_w``, so one kernel held alone throttles exactly
+    as isolated throttling says), ``zoo`` (the energy counter's cap from the zoo, ``cap_as_held``) or ``fit`` (the cap
+    fitted with the dynamics, on the plants' power scale)."""
+    if cap not in ("preset", "zoo", "fit"):
+        raise InputError(f"cap {cap!r} is not one of preset, zoo, fit")
     from scipy.optimize import least_squares
 
     if not responses:
@@ -315,11 +321,13 @@ def fit_limiter(responses: list[dict], spec: GpuSpec, plants: dict | None = None
             if best is None or r.cost < best.cost:
                 best = r
     x = best.x
-    # the simulator's kernel power is on the energy counter's scale: hold that scale's cap where the zoo gives it
-    # (the fitted cap is on the scale of the power field the plants came from)
+    # the simulator's kernel power is on the energy counter's scale, the fitted cap on that of the power field the
+    # plants came from: by default the model holds the preset's cap (itself fitted to the zoo's energy counter)
     zoo_cap = cap_as_held([k for sr in responses for k in sr.get("zoo", [])], top)
-    model = LimiterModel(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), period_s,
-                         float(x[3]) if zoo_cap is None else zoo_cap,
+    if cap == "zoo" and zoo_cap is None:
+        raise InputError("--cap zoo needs the characterisation's zoo kernels in the file")
+    held = {"preset": None, "zoo": zoo_cap, "fit": float(x[3])}[cap]
+    model = LimiterModel(math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), period_s, held,
                          source="fitted by `kdvfs limiter fit` to " + ", ".join(files or ("step responses",))
                          + " (" + ", ".join(sr["name"] for sr in responses) + ")")
     rms, n, mad = {}, {}, {}

@@ -118,9 +118,8 @@ def limited_scenario_row(trace_ref: str, pb: Problem, card: str, policy: str, sw
                          slack_pct: float) -> dict:
     """``simulator.whatif`` with the limiter on: the policy's limiter-aware counterpart (ideal, naive, switch-aware
     chosen under the limiter; auto and pass as they are), simulated under the card's limiter."""
-    from kdvfs.bundled import model_params
     from kdvfs.gpus import get_gpu
-    from kdvfs.limiter import limiter_for
+    from kdvfs.limiter import limiter_for, limiter_params
 
     spec = get_gpu(card)
     lim = limiter_for(spec)
@@ -128,7 +127,7 @@ def limited_scenario_row(trace_ref: str, pb: Problem, card: str, policy: str, sw
         raise InputError(f"{card} has no fitted limiter model; run the what-if with --limiter off")
     key = (trace_ref, id(pb), card)
     if key not in _LIMITED_CACHE:
-        params = model_params(pb.trace, spec)
+        params = limiter_params(pb.trace, spec, lim)
         _LIMITED_CACHE[key] = (params, limited_tables(pb, spec, params))
     params, tables = _LIMITED_CACHE[key]
     pol = policy if policy in ("auto", "pass") else f"limiter-aware {policy}"

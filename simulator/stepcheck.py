@@ -4,7 +4,9 @@ For every step in ``DIR/steps.json`` (written by the observe-only step measureme
 the measured step time and energy from the NVML energy counter, the median SM clock) this does what a new user would:
 import the trace (``kdvfs trace import``), build the model profile (``kdvfs profile build --gpu``), then simulate the
 all-auto step (the card's own clocks) twice — with isolated per-kernel throttling, as before, and under the card's power
-limiter — and compares step energy and median SM clock with the measurement. Nothing is fitted to these steps.
+limiter — and compares step energy and median SM clock with the measurement. Under the limiter the recorded durations
+are taken at the clock the limiter allowed the recorded step (``kdvfs.limiter.anchor_to_limiter``), not at each
+kernel's isolated clock. Nothing is fitted to these steps.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError
 from kdvfs.gpus import AUTO, GpuSpec, SwitchModel
-from kdvfs.limiter import LimiterModel, limiter_for
+from kdvfs.limiter import LimiterModel, anchor_to_limiter, limiter_for
 from kdvfs.optimize.granularity import allocate_schedule
 from kdvfs.optimize.problem import Problem
 from kdvfs.profile import build_profile
@@ -61,24 +63,21 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
     iso_median = float(iso_clock[o][int(np.searchsorted(np.cumsum(w[o]), 0.5 * w.sum()))])
 
     def limited(gap=None):
-        r = run_limited(run, prof.settings, spec, params, lim, cfg, "fast", 1, gap=gap)
-        return {"time_s": r["time_s"], "energy_j": r["energy_j"], **r["limiter"]}
+        # the recorded durations are at the clock the limiter allowed the recorded step: anchor them there
+        p, f = anchor_to_limiter(spec, params, trace.times_s, trace.repeats, lim, gap)
+        r = run_limited(run, prof.settings, spec, p, lim, cfg, "fast", 1, gap=gap)
+        return {"time_s": r["time_s"], "energy_j": r["energy_j"], "anchored_at_mhz": f, **r["limiter"]}
 
-    out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())),
-           "trace_busy_s": float(pb.auto_time_s),
+    busy = float(pb.auto_time_s)  # the recorded kernels' durations, summed
+    out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())), "trace_busy_s": busy,
            "isolated": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j, "median_core_mhz": iso_median},
            "limiter": limited()}
     if measured_time_s is not None and gap_power_w is not None:
-        g_iso = max(measured_time_s - pb.auto_time_s, 0.0)
-        out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g_iso, "gap_s": g_iso,
-                                     "energy_j": pb.auto_energy_j + g_iso * gap_power_w,
-                                     # in the gaps the clock stays where the step left it: the top clock here
-                                     "median_core_mhz": iso_median if g_iso < pb.auto_time_s else float(spec.boost_core_mhz)}
-        busy = out["limiter"]["time_s"]
-        for _ in range(4):  # the gap lowers the window's power, the kernels speed up, the gap grows: iterate
-            g = max(measured_time_s - busy, 0.0)
-            r = limited((g, gap_power_w)) if g > 0 else dict(out["limiter"])
-            busy = r["time_s"] - g
+        g = max(measured_time_s - busy, 0.0)
+        out["isolated_with_gaps"] = {"time_s": busy + g, "gap_s": g, "energy_j": pb.auto_energy_j + g * gap_power_w,
+                                     # in the gaps the clock stays where the step left it
+                                     "median_core_mhz": iso_median if g < busy else float(spec.boost_core_mhz)}
+        r = limited((g, gap_power_w)) if g > 0 else dict(out["limiter"])
         out["limiter_with_gaps"] = dict(r, gap_s=g)
     return out
 
@@ -91,12 +90,13 @@ def _iso_clocks(spec, params):
 
 
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
-                gap_power_w: float | None = None) -> dict:
+                gap_power_w: float | None = None, alt_gap_powers: dict | None = None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
     time) is no prediction of it. With ``gap_power_w`` that time is added as GPU idle at that power (``*_with_gaps``),
-    and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only)."""
+    and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only).
+    ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it)."""
     d = Path(steps_dir)
     path = d / "steps.json"
     if not path.exists():
@@ -135,7 +135,12 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
                      "energy_target_met": abs(e["energy_pct"]) <= ENERGY_TARGET_PCT,
                      "clock_target_met": abs(e["median_clock_pct"]) <= CLOCK_TARGET_PCT})
     done = [r for r in rows if "measured" in r]
-    return {"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,
+    alt = {}
+    for name, w in (alt_gap_powers or {}).items():
+        d2 = check_steps(steps_dir, spec, lim, params_fn, w)
+        alt[name] = {"gap_power_w": w, "met": d2["met"],
+                     "error": {r["model"]: r["error"] for r in d2["steps"] if "error" in r}}
+    return {"gap_power_sensitivity": alt,"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,
             "judged_on": "limiter_with_gaps" if gap_power_w is not None else "limiter",
             "targets": {"energy_pct": ENERGY_TARGET_PCT, "median_clock_pct": CLOCK_TARGET_PCT},
             "steps": rows, "met": {"energy": sum(r["energy_target_met"] for r in done),

@@ -207,7 +207,7 @@ def test_fit_recovers_a_known_limiter_from_its_own_step_responses():
     true = LimiterModel(window_s=0.025, gain_mhz_per_ws=40.0, slew_mhz_per_s=6000.0)
     plants = {"heavy": Plant(122.0, 830.0), "light": Plant(400.0, 0.0)}
     sr = _synthetic_response(true, 690.0, plants)
-    fit = fit_limiter([sr], H, plants)
+    fit = fit_limiter([sr], H, plants, cap="fit")
     m = fit.model
     assert m.cap_w == pytest.approx(690.0, abs=1.0)
     assert m.window_s == pytest.approx(0.025, rel=0.1)

@@ -38,7 +38,7 @@ def cmd_limiter_fit(a) -> int:
     if a.only:
         keep = set(a.only)
         srs = [s for s in srs if s["name"] in keep]
-    fit = fit_limiter(srs, spec, given, period_s=a.period, files=tuple(str(f) for f in a.files))
+    fit = fit_limiter(srs, spec, given, period_s=a.period, files=tuple(str(f) for f in a.files), cap=a.cap)
     doc = dict(fit.to_dict(), gpu=spec.name, command=_command())
     if a.output:
         _write_json(doc, a.output)
@@ -51,7 +51,7 @@ def cmd_limiter_fit(a) -> int:
     m = fit.model
     c = make_console()
     c.print(f"{spec.name} limiter: window {1e3 * m.window_s:.1f} ms, gain {m.gain_mhz_per_ws:.3g} MHz/(W·s), slew "
-            f"{m.slew_mhz_per_s:.0f} MHz/s, cap held {m.cap_w:.1f} W (tick {1e3 * m.period_s:g} ms)")
+            f"{m.slew_mhz_per_s:.0f} MHz/s, cap held {m.cap_for(spec):.1f} W (tick {1e3 * m.period_s:g} ms)")
     c.print(table("fit: ceiling − probe clock", ["step response", "probe clocks (5 ms medians)", "RMS (MHz)",
                                                  "median |error| (MHz)"],
                   [[k, fit.samples[k], f"{v:.1f}", f"{fit.median_abs_mhz[k]:.1f}"] for k, v in fit.rms_mhz.items()]))
@@ -81,9 +81,8 @@ def cmd_limiter_check(a) -> int:
 
 
 def cmd_limiter_whatif(a) -> int:
-    from kdvfs.bundled import model_params
     from kdvfs.gpus import get_gpu
-    from kdvfs.limiter import limiter_for
+    from kdvfs.limiter import limiter_for, limiter_params
     from kdvfs.optimize import Problem
     from simulator.limited_whatif import before_after
 
@@ -97,10 +96,10 @@ def cmd_limiter_whatif(a) -> int:
         traces.append((ref, Problem(t, load_profile_ref(t.name))))
     slacks = a.slack or [0.0, 1.0, 2.0, 5.0]
     mechs = a.mechanism or ["sync", "predictive"]
-    doc = {"gpu": spec.name, "limiter": lim.to_dict(), "switch_model": spec.switch.source,
+    doc = {"gpu": spec.name, "limiter": lim.to_dict(), "cap_w": lim.cap_for(spec), "switch_model": spec.switch.source,
            "switch_latency_s": spec.switch.total_s, "command": _command(), "traces": {}}
     for ref, pb in traces:
-        doc["traces"][pb.trace.name] = before_after(ref, pb, spec, model_params(pb.trace, spec), lim, mechs, slacks)
+        doc["traces"][pb.trace.name] = before_after(ref, pb, spec, limiter_params(pb.trace, spec, lim), lim, mechs, slacks)
     if a.output:
         _write_json(doc, a.output)
     if a.md:
@@ -116,7 +115,7 @@ def whatif_markdown(doc: dict) -> str:
     """The before/after tables as markdown (numbers from the JSON document)."""
     lines = [f"# What the power limiter changes on the {doc['gpu']} (simulated)", "",
              f"Command: `{doc['command']}`. Limiter: window {1e3 * doc['limiter']['window_s']:.1f} ms, "
-             f"cap held {doc['limiter']['cap_w'] or 'preset'} W ({doc['limiter']['source']}). Switching: "
+             f"cap held {doc['cap_w']:.1f} W ({doc['limiter']['source']}). Switching: "
              f"{1e3 * doc['switch_latency_s']:.3g} ms per switch ({doc['switch_model']}).", ""]
     for name, tr in doc["traces"].items():
         lines += [f"## {name}", "", f"Auto under the limiter: steady ceiling {tr['auto']['steady_ceiling_mhz']:.0f} MHz, "
@@ -135,16 +134,21 @@ def whatif_markdown(doc: dict) -> str:
 
 
 def cmd_validate_steps(a) -> int:
+    from kdvfs.bundled import bundled_dir
     from kdvfs.gpus import get_gpu
+    from kdvfs.limiter_fit import load_json
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
-    gap_w = a.gap_power
-    if a.characterization:  # the card's power idle but clocked, right after load (not from the steps checked)
-        from kdvfs.limiter_fit import load_json
-
-        gap_w = float(load_json(a.characterization)["idle_after"]["power_w"])
-    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w), command=_command())
+    # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the limiter
+    # fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
+    alt = {}
+    fit = bundled_dir() / f"{spec.name}.limiter.json"
+    idle_plant = load_json(fit)["plants"].get("idle", {}).get("a_w") if fit.exists() else None
+    if a.characterization:  # NVML's power right after the campaign, for comparison
+        alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
+    gap_w = a.gap_power if a.gap_power is not None else idle_plant
+    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
     if a.output:
         _write_json(doc, a.output)
     if a.json:
@@ -175,6 +179,9 @@ def register(sub, j) -> None:
     f.add_argument("--gpu", required=True)
     f.add_argument("--only", action="append", help="fit only this step response (repeatable)")
     f.add_argument("--period", type=float, default=1e-3, help="the controller's tick in seconds")
+    f.add_argument("--cap", choices=["preset", "zoo", "fit"], default="preset",
+                   help="the power the model holds: the preset's cap_w (default), the zoo's energy-counter median, or "
+                        "the cap fitted with the dynamics")
     f.add_argument("-o", "--output", help="write the fit as JSON")
     f.add_argument("--bundle", action="store_true", help="also install it as the preset's limiter (traces/GPU.limiter.json)")
     f.set_defaults(fn=cmd_limiter_fit)
@@ -198,6 +205,7 @@ def register(sub, j) -> None:
     sp.add_argument("dir", help="folder with steps.json and the Kineto traces (from the step measurement)")
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", help="write the report as JSON")
-    sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked)")
-    sp.add_argument("--characterization", help="take --gap-power from this characterisation file's idle_after power")
+    sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
+                                                    "default: the bundled limiter fit's idle plant)")
+    sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
     sp.set_defaults(fn=cmd_validate_steps)

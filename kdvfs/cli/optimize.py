@@ -24,10 +24,10 @@ def cmd_optimize(a) -> int:
         lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
                          why="choosing under the limiter is done for the global waste objective, not switch-aware")
     if lim is not None:  # chosen under the card's power limiter (its steady state)
-        from kdvfs.bundled import model_params
+        from kdvfs.limiter import limiter_params
         from kdvfs.optimize.limited import optimize_limited
 
-        s = optimize_limited(pb, spec, model_params(pb.trace, spec), lim, a.slack, a.granularity).schedule
+        s = optimize_limited(pb, spec, limiter_params(pb.trace, spec, lim), lim, a.slack, a.granularity).schedule
     elif a.switch_aware:
         sw = switch_model(a, a.gpu or pb.profile.gpu)
         s = switch_aware(pb, sw, a.mechanism, a.slack)
@@ -170,11 +170,11 @@ def cmd_compare(a) -> int:
     if lim is None:
         rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
     else:  # under the card's power limiter: the isolated choices and the limiter-aware ones
-        from kdvfs.bundled import model_params
+        from kdvfs.limiter import limiter_params
         from simulator.limited_whatif import limited_rows
 
         rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches")}
-                for r in limited_rows(pb, spec, model_params(pb.trace, spec), lim, sw, a.mechanism, a.slack)]
+                for r in limited_rows(pb, spec, limiter_params(pb.trace, spec, lim), lim, sw, a.mechanism, a.slack)]
     if a.json:
         print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "limiter": lim is not None, "rows": rows})
         return 0

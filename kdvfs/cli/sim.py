@@ -41,9 +41,9 @@ def cmd_simulate(a) -> int:
     lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
     lim_kw = {}
     if lim is not None:
-        from kdvfs.bundled import model_params
+        from kdvfs.limiter import limiter_params
 
-        lim_kw = {"limiter": lim, "params": model_params(pb.trace, spec)}
+        lim_kw = {"limiter": lim, "params": limiter_params(pb.trace, spec, lim)}
     r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled, **lim_kw)
     if lim is not None:  # against auto under the same limiter
         from kdvfs.optimize import allocate_schedule
