@@ -261,7 +261,7 @@ def steady_state(tables: CeilingTables, counts: np.ndarray, cap_w: float, extra_
 
 
 def anchor_to_limiter(spec: GpuSpec, params: KernelParams, times_s: np.ndarray, repeats: np.ndarray,
-                      lim: LimiterModel, gap: tuple[float, float] | None = None, rounds: int = 8) -> tuple[KernelParams, float]:
+                      lim: LimiterModel, gap: tuple[float, float] | None = None, rounds: int = 20) -> tuple[KernelParams, float]:
     """Kernel parameters whose times, under the limiter's steady ceiling of the recorded all-auto step, equal the
     recorded durations ``times_s``; and that ceiling.
 
