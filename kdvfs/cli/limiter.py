@@ -98,6 +98,10 @@ def cmd_limiter_whatif(a) -> int:
     mechs = a.mechanism or ["sync", "predictive"]
     doc = {"gpu": spec.name, "limiter": lim.to_dict(), "cap_w": lim.cap_for(spec), "switch_model": spec.switch.source,
            "switch_latency_s": spec.switch.total_s, "command": _command(), "traces": {}}
+    if a.evidence:  # the measurements beside the simulation: the step check and the limiter fit
+        from kdvfs.limiter_fit import load_json
+
+        doc["evidence"] = {f: load_json(f) for f in a.evidence}
     for ref, pb in traces:
         doc["traces"][pb.trace.name] = before_after(ref, pb, spec, limiter_params(pb.trace, spec, lim), lim, mechs, slacks)
     if a.output:
@@ -130,7 +134,37 @@ def whatif_markdown(doc: dict) -> str:
             lines.append(f"| {r['mechanism']} | {r['slack_pct']:g} | {r['policy']} | {b} | "
                          f"{r['energy_change_pct']:+.2f} / {r['time_change_pct']:+.2f} | {r['switches']} |")
         lines.append("")
+    for name, ev in (doc.get("evidence") or {}).items():
+        lines += _evidence_markdown(name, ev)
     return "\n".join(lines)
+
+
+def _evidence_markdown(name: str, ev: dict) -> list[str]:
+    if "steps" in ev:  # a validate-steps report
+        judged = ev.get("judged_on", "limiter")
+        iso = "isolated_with_gaps" if judged == "limiter_with_gaps" else "isolated"
+        out = [f"## Measured: real training steps on the card (`{name}`)", "",
+               f"`{ev.get('command', '')}`; host time between steps as GPU idle at {ev.get('gap_power_w') or 0:.1f} W. "
+               f"Targets ±{ev['targets']['energy_pct']} % energy, ±{ev['targets']['median_clock_pct']} % median clock: "
+               f"met {ev['met']['energy']} / {ev['met']['of']} (energy), {ev['met']['clock']} / {ev['met']['of']} (clock).",
+               "", "| step | measured J | measured median MHz | isolated ΔE % | limiter ΔE % | limiter Δclock % |",
+               "|---|---|---|---|---|---|"]
+        for r in ev["steps"]:
+            if "measured" not in r:
+                out.append(f"| {r['model']} | {r.get('skipped', '')} | | | | |")
+                continue
+            e = r["error"]
+            out.append(f"| {r['model']} | {r['measured']['energy_j']:.4g} | {r['measured']['median_core_mhz']:.0f} | "
+                       f"{e[iso]['energy_pct']:+.1f} | {e[judged]['energy_pct']:+.1f} | "
+                       f"{e[judged]['median_clock_pct']:+.1f} |")
+        return out + [""]
+    if "model" in ev and "rms_mhz" in ev:  # a limiter fit
+        m = ev["model"]
+        return [f"## Measured: the limiter's step responses (`{name}`)", "",
+                f"`{ev.get('command', '')}`: window {1e3 * m['window_s']:.1f} ms, gain {m['gain_mhz_per_ws']:.3g} "
+                f"MHz/(W·s), slew {m['slew_mhz_per_s']:.0f} MHz/s; median |ceiling − probe clock| "
+                + ", ".join(f"{k} {v:.0f} MHz" for k, v in (ev.get("median_abs_mhz") or {}).items()) + ".", ""]
+    return []
 
 
 def cmd_validate_steps(a) -> int:
@@ -199,6 +233,8 @@ def register(sub, j) -> None:
     w.add_argument("--mechanism", action="append", choices=["sync", "callback", "predictive"])
     w.add_argument("-o", "--output")
     w.add_argument("--md", help="write the tables as markdown")
+    w.add_argument("--evidence", action="append",
+                   help="a validate-steps report or limiter fit JSON to show beside the tables (repeatable)")
     w.set_defaults(fn=cmd_limiter_whatif)
 
     sp = j(sub.add_parser("validate-steps", help="measured training steps against the model under the card's limiter"))
