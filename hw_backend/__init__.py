@@ -6,6 +6,8 @@
 - ``measure`` — energy-counter-aligned measurement windows.
 - ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps.
 - ``sweep`` — resumable (and sparse) sweeps; ``validate`` — isolated and live validation against the simulator.
+- ``characterize`` — the observe-only kernel zoo and limiter step responses (``FakeZoo``; ``zoo_torch.TorchZoo`` on a
+  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config).
 pynvml and torch are imported only where needed.
 """
 

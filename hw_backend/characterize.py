@@ -41,6 +41,7 @@ from kdvfs.work import (
     copy_work,
     elementwise_work,
     gemm_work,
+    math_class,
     norm_work,
     reduction_work,
     softmax_work,
@@ -402,7 +403,7 @@ def load_characterization(path: str | Path) -> dict:
 def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] | None = None, window_s: float = 5.0,
                  warmup_s: float = 1.0, steps: bool = True, step_scale: float = 1.0, command: str = "",
                  progress: Callable[[str], None] | None = None, threaded_sampler: bool = True,
-                 max_clock_mhz: float = 1980.0, extra: dict | None = None) -> dict:
+                 max_clock_mhz: float = 1980.0, extra: dict | None = None, max_s: float = 60.0) -> dict:
     """Run the campaign and write ``out`` after every entry (resumes entries already in ``out``).
 
     Args:
@@ -414,6 +415,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         steps: also run the step responses; ``step_scale`` scales their phase lengths (tests use short ones).
         threaded_sampler: sample NVML in a thread during step responses (real cards); else at each probe (fake).
         max_clock_mhz: the clock a probe at its reference duration runs at (the card's top clock).
+        max_s: per kernel, give up waiting for the energy counter (or closing the window) after this long.
     """
     if not getattr(be, "observe_only", False):
         raise ObserveOnlyError("characterize only observes: give it an observe-only backend (without "
@@ -444,7 +446,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
             continue
         t0 = time.perf_counter()
         try:
-            rec = _measure_kernel(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded_sampler)
+            rec = _measure_kernel(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded_sampler, max_s=max_s)
         except SkipKernel as e:
             rec = {"name": k.name, "category": k.category, "dtype": k.dtype, "shape": list(k.shape), "skipped": str(e)}
             log.warning("zoo kernel %s skipped: %s", k.name, e)
@@ -502,8 +504,14 @@ class FakeZoo:
         self.zoo = tuple(default_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
         self.index = {k.name: i for i, k in enumerate(self.zoo)}
         self.reject = set(reject)
-        fake.params = params_from_work(fake.spec, [k.work for k in self.zoo], [k.category for k in self.zoo],
-                                       keys=[k.name for k in self.zoo])
+        ws = [k.work for k in self.zoo]
+        # nominal times at the boost clock from the work at 70 % of the peak rate / bandwidth (the fake needs a time)
+        maths = [math_class(k.category, k.dtype) for k in self.zoo]
+        t = [max(w.flops / (0.7 * fake.spec.peak_flops(m)), w.bytes / (0.8e9 * fake.spec.mem_bandwidth_gbs[-1]), 2e-6)
+             for w, m in zip(ws, maths)]
+        fake.params = params_from_work(fake.spec, [w.flops for w in ws], [w.bytes for w in ws], maths,
+                                       [k.category for k in self.zoo], [k.name for k in self.zoo], t,
+                                       core_mhz=[fake.spec.boost_core_mhz] * len(ws))
         self.cur: int | None = None
 
     def prepare(self, k: ZooKernel) -> None:
@@ -513,6 +521,9 @@ class FakeZoo:
 
     def launch(self, n: int) -> float:
         assert self.cur is not None
+        name = self.zoo[self.cur].name
+        if name in self.fake.replay:
+            return self.fake.run_recorded(name, n)
         return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
 
     def wait(self, handle: float) -> float:

@@ -70,6 +70,27 @@ class FakeNvml:
         self._hist: list[tuple[float, float]] = [(0.0, 0.0)]  # (time, energy) at counter steps
         self.last_core_mhz = spec.boost_core_mhz
         self._ran_since_write = True
+        self.replay: dict[str, tuple[float, float, float]] = {}  # kernel name → (time_s, power_w, core_mhz)
+
+    @classmethod
+    def from_characterization(cls, source, spec: GpuSpec, **kw) -> FakeNvml:
+        """A fake that replays a characterisation (``kdvfs-characterization/1`` file or document): each measured zoo
+        kernel runs at its recorded time, power and SM clock (``run_recorded``); other kernels use the model."""
+        from hw_backend.characterize import load_characterization
+
+        doc = source if isinstance(source, dict) else load_characterization(source)
+        fake = cls(spec, **kw)
+        fake.replay = {k["name"]: (float(k["time_s"]), float(k["power_w"]), float(k["sm_mhz_median"]))
+                       for k in doc.get("kernels", []) if "skipped" not in k}
+        return fake
+
+    def run_recorded(self, name: str, repeats: int = 1) -> float:
+        """Run a replayed kernel ``repeats`` times back to back at its recorded time, power and clock."""
+        t, p, mhz = self.replay[name]
+        self.last_core_mhz = int(round(mhz))
+        self._ran_since_write = True
+        self._advance(t * repeats, p)
+        return t * repeats
 
     # ------------------------------------------------------------------ simulated execution
     def _advance(self, dur: float, power_w: float) -> None:

@@ -310,7 +310,7 @@ H200_UNFITTED = GpuSpec(
 H200_FIT_FILE = "h200.fit.json"
 """The stored fit the h200 preset reads (bundled beside the traces; written by ``kdvfs calibrate-h200``)."""
 
-_H200_FIT_FIELDS = ("idle_power_w", "core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
+_H200_FIT_FIELDS = ("core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
 
 
 def apply_h200_fit(base: GpuSpec, params: dict, source: str) -> GpuSpec:

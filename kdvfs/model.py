@@ -269,7 +269,7 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz) ->
 
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
-                     mem_mhz=None, iterations: int = 6) -> KernelParams:
+                     mem_mhz=None, solve_clock: bool = False, iterations: int = 6) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -277,8 +277,11 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         flops, nbytes, categories, keys: per kernel.
         maths: per kernel, where its arithmetic runs (``kdvfs.work.math_class``); picks the peak rate.
         times_s: duration of one invocation at the capture clocks.
-        core_mhz: the core clock each time was measured at (``None`` or ``AUTO`` = the driver's own choice: the
-            clock is then solved together with the activity, a few fixed-point rounds).
+        core_mhz: the core clock each time was measured at. ``None`` or ``AUTO`` (the driver's own choice): the
+            boost clock — kernels captured inside a training step ran near it (the H200 steps measured in
+            validation/h200/steps: SM clock medians 1875–1980 MHz), whatever they would do alone.
+        solve_clock: with ``core_mhz`` unknown, instead solve the capture clock together with the activity as the
+            clock the cap allows the kernel alone (fixed-point rounds): right for kernels captured alone.
         mem_mhz: memory clock at capture (default the highest).
     """
     n = len(keys)
@@ -295,15 +298,16 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
     mem_share = np.where(has, tmem / np.where(has, big, 1.0), pri[:, 1])
     t0 = np.full(n, 0.02)
     cm = np.full(n, spec.max_mem_mhz if mem_mhz in (None, AUTO) else mem_mhz, dtype=float)
-    auto = core_mhz is None or np.all(np.asarray(core_mhz) == AUTO)
-    fc = np.full(n, float(spec.boost_core_mhz)) if auto else np.asarray(core_mhz, dtype=float) * np.ones(n)
+    unknown = core_mhz is None or np.all(np.asarray(core_mhz) == AUTO)
+    auto = unknown and solve_clock
+    fc = np.full(n, float(spec.boost_core_mhz)) if unknown else np.asarray(core_mhz, dtype=float) * np.ones(n)
     ki = np.arange(n)
     use_work = bool(spec.work_activity)
     uc, um = pri[:, 2].copy(), pri[:, 3].copy()
     params = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
     for _ in range(iterations if auto else 1):
         unit = KernelParams(tuple(keys), t0, core_share, mem_share, uc, um, "model")
-        ev = evaluate(spec, unit, fc, cm, kernel_index=ki)
+        ev = evaluate(spec, unit, fc, cm, kernel_index=ki, cap_w=np.inf)  # time at exactly the capture clock
         scale = times / ev.time_s  # time is homogeneous in (t0, tc, tm)
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:

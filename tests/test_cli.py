@@ -29,7 +29,8 @@ def test_gpu_commands(capsys):
     d = json.loads(out)
     fit = json.loads((Path(__file__).resolve().parent.parent / "traces" / "h200.fit.json").read_text())
     # the h200 preset reads its fitted constants from the stored fit, each sourced to it
-    assert code == 0 and d["idle_power_w"] == fit["params"]["idle_power_w"] and "fitted" in d["sources"]["idle_power_w"]
+    assert code == 0 and d["cap_w"] == fit["params"]["cap_w"] and "fitted" in d["sources"]["cap_w"]
+    assert d["idle_power_w"] == 122.0 and "read here" in d["sources"]["idle_power_w"]
 
 
 def test_compare_table(capsys):

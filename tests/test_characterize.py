@@ -1,0 +1,191 @@
+"""The observe-only characterisation (zoo + step responses) against the fake device; the H200 fit; measured data."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, run_cli
+
+from hw_backend.characterize import (
+    FORMAT,
+    FakeZoo,
+    ZooKernel,
+    characterize,
+    default_zoo,
+    load_characterization,
+    reference_probe,
+)
+from hw_backend.fake import FakeNvml
+from hw_backend.nvml import NvmlBackend
+from kdvfs.errors import FormatError, HardwareError, ObserveOnlyError
+from kdvfs.gpus import get_gpu
+
+DATA = ROOT / "validation/h200/characterization/characterization.json.gz"
+FIT = ROOT / "validation/h200/characterization/fit.json"
+SMALL = tuple(k for k in default_zoo() if k.name in ("gemm_bf16_8192", "gemm_bf16_2048", "gelu_bf16_1GiB",
+                                                     "copy_bf16_1GiB"))
+
+
+def _run(tmp_path, zoo=SMALL, fake=None, reject=(), steps=False, out=None, max_s=60.0):
+    fake = fake or FakeNvml(get_gpu("h200"))
+    be = NvmlBackend(fake, observe_only=True)
+    out = out or tmp_path / "c.json"
+    doc = characterize(be, FakeZoo(fake, zoo, reject=reject), out, zoo=zoo, window_s=0.5, warmup_s=0.1, steps=steps,
+                       step_scale=0.02, threaded_sampler=False, command="test", max_s=max_s)
+    return doc, out
+
+
+def test_zoo_is_large_and_spans_intensity():
+    zoo = default_zoo()
+    assert len(zoo) >= 30 and len({k.name for k in zoo}) == len(zoo)
+    cats = {k.category for k in zoo}
+    assert {"gemm", "attention", "elementwise", "reduction", "norm", "copy"} <= cats
+    assert {k.dtype for k in zoo if k.op == "gemm"} >= {"bf16", "fp32"}
+    inten = [k.work.flops / k.work.bytes for k in zoo if k.work.bytes]
+    assert max(inten) > 1000 and min(inten) < 1
+
+
+def test_fake_campaign_writes_the_format_and_resumes(tmp_path):
+    doc, out = _run(tmp_path, steps=True)
+    on_disk = load_characterization(out)
+    assert on_disk["format"] == FORMAT and on_disk["command"] == "test" and on_disk["power_limit_w"] == 700.0
+    need = {"name", "category", "dtype", "shape", "flops", "bytes", "time_s", "energy_j", "power_w", "sm_mhz_median",
+            "sm_mhz_p10", "sm_mhz_p90", "mem_mhz", "window_s", "invocations", "temperature_c"}
+    for k in on_disk["kernels"]:
+        assert need <= set(k) and k["window_s"] >= 0.5 and k["invocations"] > 0
+        assert k["energy_j"] == pytest.approx(k["power_w"] * k["time_mean_s"], rel=1e-9)
+    # the model-driven fake throttles the GEMMs (activity from work) but not the copy
+    by = {k["name"]: k for k in on_disk["kernels"]}
+    assert max(by["gemm_bf16_8192"]["sm_mhz_median"], by["gemm_bf16_2048"]["sm_mhz_median"]) < 1980
+    assert by["copy_bf16_1GiB"]["sm_mhz_median"] == 1980
+    names = [s["name"] for s in on_disk["step_responses"]]
+    assert names == ["idle_to_heavy", "heavy_to_light", "square_200ms", "square_1s"]
+    for s in on_disk["step_responses"]:
+        assert s["probe"]["time_at_max_clock_s"] > 0 and s["clock"] and s["nvml_clock"] and s["power"]
+        assert {p["load"] for p in s["phases"]} <= {"idle", "heavy", "light", "probe-only"}
+    # resume: a second run with one more kernel measures only that one
+    more = SMALL + (next(k for k in default_zoo() if k.name == "layer_norm_bf16_16384x4096"),)
+    doc2, _ = _run(tmp_path, zoo=more, steps=True, out=out)
+    assert [k["name"] for k in doc2["kernels"]] == [k.name for k in more]
+    assert doc2["kernels"][:4] == on_disk["kernels"]
+
+
+def test_rejected_kernel_is_recorded_as_skipped(tmp_path):
+    doc, _ = _run(tmp_path, reject=["gelu_bf16_1GiB"])
+    sk = [k for k in doc["kernels"] if "skipped" in k]
+    assert [k["name"] for k in sk] == ["gelu_bf16_1GiB"] and "out of memory" in sk[0]["skipped"]
+    assert len(doc["kernels"]) == len(SMALL)
+
+
+def test_refuses_a_backend_that_may_write(tmp_path):
+    fake = FakeNvml(get_gpu("h200"))
+    with pytest.raises(ObserveOnlyError, match="only observes"):
+        characterize(NvmlBackend(fake, observe_only=False), FakeZoo(fake, SMALL), tmp_path / "x.json", zoo=SMALL)
+
+
+def test_counter_that_does_not_advance_gets_one_clear_message(tmp_path):
+    fake = FakeNvml(get_gpu("h200"), energy_step_s=1e9)
+    with pytest.raises(HardwareError, match="energy counter .* did not advance"):
+        _run(tmp_path, fake=fake, max_s=1.0)
+
+
+def test_replay_reproduces_the_recorded_clocks_and_power(tmp_path):
+    doc = load_characterization(DATA)
+    fake = FakeNvml.from_characterization(doc, get_gpu("h200"))
+    zoo = tuple(k for k in default_zoo() if k.name in ("gemm_bf16_8192", "gelu_bf16_1GiB"))
+    got, _ = _run(tmp_path, zoo=zoo, fake=fake)
+    rec = {k["name"]: k for k in doc["kernels"]}
+    for k in got["kernels"]:
+        assert k["sm_mhz_median"] == rec[k["name"]]["sm_mhz_median"]
+        assert k["time_s"] == pytest.approx(rec[k["name"]]["time_s"])
+        assert k["power_w"] == pytest.approx(rec[k["name"]]["power_w"], rel=0.05)  # 0.5 s window, 100 ms counter
+
+
+def test_cli_fake_runs_without_torch_and_refuses_clock_control(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    code = subprocess.run(
+        [sys.executable, "-c", "import sys; from kdvfs.cli import main; rc = main(sys.argv[1:]); "
+         "assert 'torch' not in sys.modules, 'the fake path imported torch'; raise SystemExit(rc)",
+         "characterize", "--backend", "fake", "-o", str(out), "--window", "0.3", "--warmup", "0.05", "--no-steps",
+         "--only", "gemm_bf16_4096,add_bf16_1GiB", "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert code.returncode == 0, code.stderr
+    assert json.loads(code.stdout)["kernels"] == 2
+    rc, _, err = run_cli(["characterize", "--backend", "fake", "-o", str(tmp_path / "y.json"),
+                          "--allow-clock-control"], capsys)
+    assert rc == 2 and "--allow-clock-control is refused" in err
+    rc, _, err = run_cli(["characterize", "--backend", "fake", "-o", str(tmp_path / "y.json"), "--only", "nope"], capsys)
+    assert rc == 2 and "not in the zoo" in err
+
+
+def test_bad_characterization_file(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps({"format": "something/1"}))
+    with pytest.raises(FormatError, match="kdvfs-characterization/1"):
+        load_characterization(p)
+
+
+def test_probe_reference_is_pooled_and_gaps_give_no_clock():
+    doc = {"step_responses": [
+        {"probe": {"max_clock_mhz": 1980.0}, "probe_durations": [[0.0, 2e-4], [0.1, 1e-4], [0.2, 9e-4]]},
+        {"probe": {"max_clock_mhz": 1980.0}, "probe_durations": [[0.0, 1e-4], [0.1, 1.25e-4]]}]}
+    reference_probe(doc, percentile=0.0)
+    a, b = doc["step_responses"]
+    assert a["probe"]["time_at_max_clock_s"] == b["probe"]["time_at_max_clock_s"] == 1e-4
+    assert a["clock"] == [[0.0, 990.0], [0.1, 1980.0]]  # the 9e-4 s probe waited inside its events: no reading
+    assert b["clock"][1][1] == pytest.approx(1584.0)
+
+
+# ---------------------------------------------------------------------- the measured campaign and the fit
+def test_stored_campaign_is_complete():
+    doc = load_characterization(DATA)
+    assert doc["gpu"] == "NVIDIA H200" and len(doc["kernels"]) >= 30
+    assert all(k["window_s"] >= 5.0 for k in doc["kernels"])
+    by = {k["name"]: k for k in doc["kernels"]}
+    # the issue's observation, measured again: the 8192³ GEMM throttles harder than the 2048³ one
+    assert by["gemm_bf16_8192"]["sm_mhz_median"] < by["gemm_bf16_2048"]["sm_mhz_median"] < 1980
+    assert len(doc["step_responses"]) == 4
+
+
+def test_preset_predictions_match_the_stored_fit():
+    from kdvfs.calibrate_h200 import predict_zoo, zoo_rows
+
+    fit = json.loads(FIT.read_text())
+    rows = zoo_rows(load_characterization(DATA))
+    f, p = predict_zoo(get_gpu("h200"), rows)
+    per = {r["name"]: r for r in fit["fit"]["per_kernel"]}
+    for r, fi, pi in zip(rows, f, p):
+        assert fi == pytest.approx(per[r["name"]]["predicted_sm_mhz"], abs=0.1)
+        assert pi == pytest.approx(per[r["name"]]["predicted_power_w"], abs=0.01)
+    assert fit["fit"]["meet_both"] == sum(r["meets_both"] for r in fit["fit"]["per_kernel"])
+
+
+@pytest.mark.slow
+def test_fit_is_reproducible():
+    from kdvfs.calibrate_h200 import run_h200_fit
+
+    fit = json.loads(FIT.read_text())
+    doc = run_h200_fit(DATA, command=fit["command"])
+    for k, v in fit["params"].items():
+        if isinstance(v, float):
+            assert doc["params"][k] == pytest.approx(v, rel=1e-6)
+    assert doc["heldout"]["test"]["meet_both"] == fit["heldout"]["test"]["meet_both"]
+
+
+def test_zoo_kernel_work_is_checked():
+    with pytest.raises(Exception, match="unknown"):
+        ZooKernel("x", "other", "warp", "bf16", (1,)).work  # noqa: B018
+
+
+def test_measured_steps_file():
+    doc = json.loads((ROOT / "validation/h200/steps/steps.json").read_text())
+    models = {s["model"] for s in doc["steps"] if "error" not in s}
+    assert {"block-bf16", "block-fp32"} <= models and len(models - {"block-bf16", "block-fp32"}) >= 2
+    for s in doc["steps"]:
+        assert s["window_s"] >= 10.0 and s["sm_mhz_p10"] <= s["sm_mhz_median"] <= s["sm_mhz_p90"]
+        assert s["step_energy_j"] == pytest.approx(s["energy_window_j"] / s["steps"])
+        assert (ROOT / "validation/h200/steps" / s["trace"]).stat().st_size < 15e6
+    assert np.isfinite([s["power_w"] for s in doc["steps"]]).all()
+    assert Path(ROOT / "validation/h200/steps/README.md").exists()
