@@ -68,15 +68,16 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
         r = run_limited(run, prof.settings, spec, p, lim, cfg, "fast", 1, gap=gap)
         return {"time_s": r["time_s"], "energy_j": r["energy_j"], "anchored_at_mhz": f, **r["limiter"]}
 
-    busy = float(pb.auto_time_s)  # the recorded kernels' durations, summed
+    busy = float(trace.repeats @ trace.times_s)  # the recorded kernels' durations, summed
     out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())), "trace_busy_s": busy,
            "isolated": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j, "median_core_mhz": iso_median},
            "limiter": limited()}
     if measured_time_s is not None and gap_power_w is not None:
-        g = max(measured_time_s - busy, 0.0)
-        out["isolated_with_gaps"] = {"time_s": busy + g, "gap_s": g, "energy_j": pb.auto_energy_j + g * gap_power_w,
+        g = max(measured_time_s - busy, 0.0)  # host time: the measured step less the recorded kernels
+        out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g, "gap_s": g,
+                                     "energy_j": pb.auto_energy_j + g * gap_power_w,
                                      # in the gaps the clock stays where the step left it
-                                     "median_core_mhz": iso_median if g < busy else float(spec.boost_core_mhz)}
+                                     "median_core_mhz": iso_median if g < pb.auto_time_s else float(spec.boost_core_mhz)}
         r = limited((g, gap_power_w)) if g > 0 else dict(out["limiter"])
         out["limiter_with_gaps"] = dict(r, gap_s=g)
     return out
