@@ -4,6 +4,9 @@
 - ``fastpath`` — vectorised evaluation of the single-GPU, no-spread case; agrees with the engine.
 - ``parallel`` — data and tensor parallelism with ring all-reduce collectives and per-GPU power spread.
 - ``timeline`` — Chrome trace (Perfetto) output.
+- ``limiter`` — the card's power limiter in both paths (a limiter process in simpy, the same controller in a loop).
+- ``limited_whatif`` — policies against auto under the limiter, before and after; ``stepcheck`` — measured steps
+  against the model under the limiter.
 ``simulate`` picks the fast path where it applies, unless told otherwise.
 """
 

@@ -5,6 +5,7 @@
 - ``granularity`` — objectives (waste, EDP, ED²P, energy) × granularities (static, pass, kernel) × scopes.
 - ``switchaware`` — joint choice of clocks and switch points under a switch-latency model (dynamic programming).
 - ``frontier`` — the time–energy curve over a range of tolerated slowdowns.
+- ``limited`` — choices under the card's power limiter (its steady state), where one ceiling couples the kernels.
 """
 
 from kdvfs.optimize.frontier import frontier
