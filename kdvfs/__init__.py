@@ -4,7 +4,8 @@ Modules: ``trace`` (Kernel, Segment, Trace and the kdvfs-trace/1 format), ``impo
 Spaan et al. table), ``kineto`` (the streaming Kineto reader), ``structure`` (repeats from module units or period
 detection), ``runtime_plan`` (regions a training-loop runtime can see, boundary-level schedules), ``analyze`` (a trace
 to an answer), ``results`` (docs/results.md from validation/), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
-``profile`` (per-kernel × per-setting tables), ``work`` (each kernel's FLOPs and bytes from op shapes, names and
+``limiter`` (the card's windowed power limiter: model, ceiling tables, steady state), ``limiter_fit`` (its dynamics
+fitted to step responses), ``profile`` (per-kernel × per-setting tables), ``work`` (each kernel's FLOPs and bytes from op shapes, names and
 grids), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the RTX 3080 Ti calibration), ``calibrate_h200``
 (the H200's constants fitted to the characterisation zoo), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),

@@ -34,6 +34,10 @@ def fmt_clock(v: int) -> str:
     return "auto" if int(v) == AUTO else str(int(v))
 
 
+MAX_CLOCK_MHZ = 100_000
+"""No GPU clock comes near 100 GHz: a larger number in a file is damage, refused before it overflows an array."""
+
+
 def parse_clock(v: str | int, what: str = "clock") -> int:
     if isinstance(v, (int, np.integer)):
         return int(v)
@@ -44,8 +48,8 @@ def parse_clock(v: str | int, what: str = "clock") -> int:
         f = float(s)
     except ValueError:
         raise FormatError(f"{what} {v!r} is not a number of MHz or 'auto'") from None
-    if not math.isfinite(f) or f <= 0 or f != int(f):
-        raise FormatError(f"{what} {v!r} must be a positive whole number of MHz or 'auto'")
+    if not math.isfinite(f) or f <= 0 or f != int(f) or f > MAX_CLOCK_MHZ:
+        raise FormatError(f"{what} {v!r} must be a positive whole number of MHz (at most {MAX_CLOCK_MHZ}) or 'auto'")
     return int(f)
 
 

@@ -6,6 +6,9 @@
 - ``timeline`` — Chrome trace (Perfetto) output.
 - ``evaluate`` — one policy under one switch model (``kdvfs compare``, ``whatif`` and the demo use it).
 - ``whatif`` — grids of scenarios through an executor.
+- ``limiter`` — the card's power limiter in both paths (a limiter process in simpy, the same controller in a loop).
+- ``limited_whatif`` — policies against auto under the limiter, before and after; ``stepcheck`` — measured steps
+  against the model under the limiter.
 ``simulate`` picks the fast path where it applies, unless told otherwise.
 """
 

@@ -27,10 +27,12 @@ class SimResult:
         time_s, energy_j: one iteration.
         segments: per segment name: time_s (slowest GPU) and energy_j (all GPUs).
         switches: clock switches (all GPUs).
-        switch_time_s: time lost to switching (mean over GPUs).
+        switch_time_s: time lost to switching (mean over GPUs); under the limiter, the time stalled for switches.
         path: ``engine`` or ``fast``.
         gpus: number of GPUs.
         timeline: engine events, when asked for.
+        limiter: with the power limiter on, its steady and start ceilings and the clock record's median, mean,
+            10th and 90th percentile (``simulator.limiter.run_limited``); None otherwise.
     """
 
     time_s: float
@@ -41,10 +43,14 @@ class SimResult:
     path: str
     gpus: int = 1
     timeline: list | None = field(default=None, repr=False)
+    limiter: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"time_s": self.time_s, "energy_j": self.energy_j, "switches": self.switches,
-                "switch_time_s": self.switch_time_s, "path": self.path, "gpus": self.gpus, "segments": self.segments}
+        d = {"time_s": self.time_s, "energy_j": self.energy_j, "switches": self.switches,
+             "switch_time_s": self.switch_time_s, "path": self.path, "gpus": self.gpus, "segments": self.segments}
+        if self.limiter is not None:
+            d["limiter"] = self.limiter
+        return d
 
 
 def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec | None = None) -> GpuRun:
@@ -96,12 +102,17 @@ def check_resources(gpus: int, instances: int) -> None:
 
 def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, cfg: SimConfig | None = None,
              parallel: ParallelConfig | None = None, path: str = "auto",
-             unthrottled: tuple[np.ndarray, np.ndarray] | None = None) -> SimResult:
+             unthrottled: tuple[np.ndarray, np.ndarray] | None = None, limiter=None, params=None,
+             warmup: int = 1) -> SimResult:
     """Replay ``trace`` under ``schedule``; ``path`` is ``auto`` (fast path where it applies), ``engine`` or ``fast``.
 
     ``unthrottled``: time and power tables (kernels × the profile's settings, trace order) at the requested clocks
     without the power cap; with ``cfg.governor_lag_s > 0`` the governor lets each newly landed setting run
     unthrottled for that long before it throttles.
+
+    ``limiter`` (a ``kdvfs.limiter.LimiterModel``) with ``params`` (the trace's ``KernelParams``; None: interpolate the
+    profile's own rows): the card's windowed power limiter instead of per-kernel throttling (``simulator.limiter``);
+    one GPU, after ``warmup`` iterations.
     """
     cfg = cfg or SimConfig(switch=spec.switch, costs=SwitchCosts.for_gpu(spec))
     pc = parallel or ParallelConfig()
@@ -115,6 +126,8 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
     if pc.mode == "tp" and pc.gpus > 1:
         run = replace(run, time_scale=np.full(run.T.shape, 1.0 / pc.gpus))
     names = run.names
+    if limiter is not None:
+        return _simulate_limited(run, profile.for_trace(trace), spec, cfg, pc, path, limiter, params, warmup)
     if pc.gpus == 1:
         use_fast = path == "fast" or (path == "auto" and fast_applies(cfg) and not cfg.timeline)
         if path == "fast" and not fast_applies(cfg):
@@ -131,6 +144,27 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
             for i, nm in enumerate(names)}
     return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),
                      used, pc.gpus, r.get("timeline"))
+
+
+def _simulate_limited(run, profile, spec, cfg, pc, path, limiter, params, warmup) -> SimResult:
+    from simulator.limiter import run_limited
+
+    if pc.gpus != 1:
+        raise InputError("the power limiter is simulated for one GPU; use --no-limiter with --gpus > 1")
+    if params is not None and len(params.keys) != run.T.shape[0]:
+        raise InputError(f"the power limiter needs one set of kernel model parameters per kernel of the trace; got "
+                         f"{len(params.keys)} for {run.T.shape[0]} kernels")
+    if cfg.governor_lag_s > 0:
+        raise InputError("the governor lag and the power limiter are two models of the same driver; use one")
+    use_fast = path == "fast" or (path == "auto" and fast_applies(cfg) and not cfg.timeline)
+    if path == "fast" and not fast_applies(cfg):
+        raise InputError("the fast path needs zero latency spread; use the engine (--path engine)")
+    r = run_limited(run, profile.settings, spec, params, limiter, cfg, "fast" if use_fast else "engine", warmup,
+                    profile if params is None else None)
+    segs = {nm: {"time_s": float(r["segment_time_s"][i]), "energy_j": float(r["segment_energy_j"][i])}
+            for i, nm in enumerate(run.names)}
+    return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),
+                     "fast" if use_fast else "engine", 1, None, r["limiter"])
 
 
 def scaling_report(trace: Trace, profile: Profile, schedule: Schedule, auto: Schedule, spec: GpuSpec, cfg: SimConfig,

@@ -83,11 +83,20 @@ def _switch(sc: Scenario) -> SwitchModel:
     return dataclasses.replace(base, spread=0.0)
 
 
-def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> dict:
-    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs)."""
+def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limiter: bool = False) -> dict:
+    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs).
+
+    ``limiter``: under the card's power limiter, with the limiter-aware choices (``simulator.limited_whatif``)."""
     pb = _problem(trace_ref, profile_ref)
     spec = get_gpu(card)
     sw = _switch(sc)
+    if limiter:
+        from simulator.limited_whatif import limited_scenario_row
+
+        r = limited_scenario_row(trace_ref, pb, card, sc.policy, sw, sc.mechanism, sc.slack_pct)
+        return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
+                "slack_pct": sc.slack_pct, "time_change_pct": r["time_change_pct"],
+                "energy_change_pct": r["energy_change_pct"], "switches": int(r["switches"])}
     r = evaluate_policy(pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct, SwitchCosts.for_gpu(spec))
     return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
             "slack_pct": sc.slack_pct, "time_change_pct": r.time_change_pct,
@@ -95,9 +104,9 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> d
 
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
-             progress: Callable[[int], None] | None = None) -> list[dict]:
+             progress: Callable[[int], None] | None = None, limiter: bool = False) -> list[dict]:
     rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc) for sc in scenarios]):
+    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter) for sc in scenarios]):
         rows.append(r)
         if progress:
             progress(1)

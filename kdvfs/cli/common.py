@@ -8,8 +8,8 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["check_profile_clocks", "load_profile_ref", "load_trace", "out", "problem", "profile_gpu", "progress",
-           "stage_progress", "switch_model", "write_csv"]
+__all__ = ["add_limiter_arg", "check_profile_clocks", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
+           "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -164,3 +164,26 @@ class stage_progress:  # noqa: N801 — used like a function: `with stage_progre
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+
+def add_limiter_arg(sp) -> None:
+    sp.add_argument("--limiter", choices=["auto", "on", "off"], default="auto",
+                    help="the card's windowed power limiter (auto: on for cards whose preset has a fitted limiter, "
+                         "e.g. h200; off: each kernel throttled on its own, as before)")
+
+
+def limiter_of(a, spec, can: bool = True, why: str = "the power limiter is simulated for one GPU without a governor lag"):
+    """The limiter model to simulate with, or None: ``--limiter auto`` uses the preset's where it has one and the
+    run allows it (``can``: one GPU, no governor lag); ``on`` insists."""
+    from kdvfs.limiter import limiter_for
+
+    mode = getattr(a, "limiter", "off")
+    if mode == "off":
+        return None
+    lim = limiter_for(spec)
+    if mode == "on" and lim is None:
+        raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit --bundle`, or "
+                         "use --limiter off")
+    if mode == "on" and not can:
+        raise InputError(f"{why}; use --limiter off")
+    return lim if can else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import out, problem, switch_model, write_csv
+from kdvfs.cli.common import add_limiter_arg, limiter_of, out, problem, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -22,7 +22,17 @@ def cmd_optimize(a) -> int:
 
         check_output_path(a.output, "schedule output")
     pb = problem(a)
-    if a.switch_aware:
+    lim = None
+    if a.limiter != "off":
+        spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+        lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
+                         why="choosing under the limiter is done for the global waste objective, not switch-aware")
+    if lim is not None:  # chosen under the card's power limiter (its steady state)
+        from kdvfs.limiter import limiter_params
+        from kdvfs.optimize.limited import optimize_limited
+
+        s = optimize_limited(pb, spec, limiter_params(pb.trace, spec, lim), lim, a.slack, a.granularity).schedule
+    elif a.switch_aware:
         card = a.gpu or pb.profile.gpu
         sw = switch_model(a, card)
         if not card:
@@ -166,11 +176,20 @@ def cmd_compare(a) -> int:
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
     check_card(pb.profile.gpu, spec.name)
     sw = switch_model(a, spec.name)
-    rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
+    lim = limiter_of(a, spec)
+    if lim is None:
+        rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
+    else:  # under the card's power limiter: the isolated choices and the limiter-aware ones
+        from kdvfs.limiter import limiter_params
+        from simulator.limited_whatif import limited_rows
+
+        rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches")}
+                for r in limited_rows(pb, spec, limiter_params(pb.trace, spec, lim), lim, sw, a.mechanism, a.slack)]
     if a.json:
-        print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "rows": rows})
+        print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "limiter": lim is not None, "rows": rows})
         return 0
-    out(a).print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %",
+    out(a).print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %"
+                       + (" (under the card's power limiter)" if lim is not None else ""),
                         ["policy", "time %", "energy %", "switches / iteration"],
                         [[r["policy"], f"{r['time_change_pct']:+.3f}", f"{r['energy_change_pct']:+.3f}", r["switches"]] for r in rows]))
     return 0
@@ -195,6 +214,8 @@ def register(sub, j) -> None:
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     sp.add_argument("-o", "--output")
+    sp.add_argument("--limiter", choices=["auto", "on", "off"], default="off",
+                    help="choose under the card's power limiter (global waste objective; auto: where the preset has one)")
     sp.set_defaults(fn=cmd_optimize)
 
     sp = j(sub.add_parser("frontier", help="energy change against tolerated slowdown"))
@@ -224,4 +245,5 @@ def register(sub, j) -> None:
     sp.add_argument("--switch-model")
     sp.add_argument("--switch-latency", type=float)
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
+    add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_compare)

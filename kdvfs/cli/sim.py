@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from kdvfs.cli.common import problem, profile_gpu, progress, switch_model, write_csv
+from kdvfs.cli.common import add_limiter_arg, limiter_of, problem, profile_gpu, progress, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -17,6 +17,8 @@ GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IV
 
 
 def cmd_simulate(a) -> int:
+    import dataclasses
+
     from kdvfs.gpus import get_gpu
     from kdvfs.identity import check_card
     from kdvfs.schedule import load_schedule
@@ -33,8 +35,6 @@ def cmd_simulate(a) -> int:
     a.parallel = a.parallel or "dp"
     sw = switch_model(a, spec.name)
     if a.switch_latency is None and a.spread is not None:
-        import dataclasses
-
         sw = dataclasses.replace(sw, spread=a.spread)
     cfg = SimConfig(mechanism=a.mechanism, switch=sw, costs=SwitchCosts(idle_power_w=spec.idle_power_w), seed=a.seed,
                     timeline=bool(a.timeline), governor_lag_s=a.governor_lag)
@@ -42,7 +42,19 @@ def cmd_simulate(a) -> int:
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
-    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled)
+    lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
+    lim_kw = {}
+    if lim is not None:
+        from kdvfs.limiter import limiter_params
+
+        lim_kw = {"limiter": lim, "params": limiter_params(pb.trace, spec, lim)}
+    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled, **lim_kw)
+    if lim is not None:  # against auto under the same limiter
+        from kdvfs.optimize import allocate_schedule
+
+        ra = simulate(pb.trace, pb.profile, allocate_schedule(pb, "static", auto=True), spec, cfg, pc, path=a.path,
+                      **lim_kw)
+        sched = dataclasses.replace(sched, auto={"time_s": ra.time_s, "energy_j": ra.energy_j})
     auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
     if a.timeline:
         write_timeline(r.timeline or [], a.timeline, list(pb.profile.settings))
@@ -54,13 +66,15 @@ def cmd_simulate(a) -> int:
         return 0
     c = make_console()
     c.print(f"{pb.trace.name} under {a.schedule} on {a.gpus}× {spec.name} ({a.parallel}), {a.mechanism} switching "
-            f"at {1e3 * sw.total_s:.4g} ms [{r.path}]")
+            f"at {1e3 * sw.total_s:.4g} ms [{r.path}]" + (
+                f"; power limiter on: median clock {r.limiter['median_core_mhz']:.0f} MHz" if r.limiter else ""))
     c.print(table("per segment", ["segment", "time (s)", "energy (J)"],
                   [[k, v["time_s"], v["energy_j"]] for k, v in r.segments.items()]))
     extra = (f" ({doc['time_change_pct']:+.3f} % time, {doc['energy_change_pct']:+.3f} % energy vs auto)"
              if a.gpus == 1 else "")
+    lost = "stalled for switches" if r.limiter else "lost to switching"
     c.print(f"iteration: {r.time_s:.6g} s, {r.energy_j:.6g} J{extra}; {r.switches} switches, "
-            f"{1e3 * r.switch_time_s:.4g} ms lost to switching" + (f"; timeline in {a.timeline}" if a.timeline else ""))
+            f"{1e3 * r.switch_time_s:.4g} ms {lost}" + (f"; timeline in {a.timeline}" if a.timeline else ""))
     return 0
 
 
@@ -104,7 +118,7 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
-def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if"):
+def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False):
     from kdvfs.executor import make_executor
     from simulator.whatif import run_grid
 
@@ -112,7 +126,8 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
     try:
         with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
-            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n))
+            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
+                            limiter=limiter)
     finally:
         ex.close()
     return rows
@@ -145,7 +160,8 @@ def cmd_whatif(a) -> int:
         check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
     c = make_console()
     t0 = time.perf_counter()
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c)
+    lim = limiter_of(a, get_gpu(card))
+    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
         png = Path(a.png or Path(a.output).with_suffix(".png"))
@@ -158,7 +174,8 @@ def cmd_whatif(a) -> int:
     if a.json:
         print_json(rows)
         return 0
-    c.print(table(f"what-if: {len(rows)} scenarios in {time.perf_counter() - t0:.1f} s",
+    c.print(table(f"what-if: {len(rows)} scenarios in {time.perf_counter() - t0:.1f} s"
+                  + (" (under the card's power limiter)" if lim is not None else ""),
                   ["switch model", "latency (s)", "mechanism", "policy", "slack %", "time %", "energy %", "switches"],
                   [[r["gpu"], f"{r['switch_latency_s']:.3g}", r["mechanism"],
                     "ideal (free switching)" if r["policy"] == "ideal" else r["policy"], r["slack_pct"],
@@ -257,6 +274,7 @@ def register(sub, j) -> None:
     sp.add_argument("--overlap", action="store_true", help="DP: bucketed all-reduce overlapped with backward")
     sp.add_argument("--path", choices=["auto", "engine", "fast"], default="auto")
     sp.add_argument("--timeline", help="write a Chrome trace JSON (Perfetto)")
+    add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_simulate)
 
     sp = j(sub.add_parser("whatif", help="grid over switch latency, presets, mechanisms, policies and slack"))
@@ -273,6 +291,7 @@ def register(sub, j) -> None:
     sp.add_argument("--executor", default="local", help="local, serial, ray or ray://HOST:PORT")
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
     sp.add_argument("--png")
+    add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_whatif)
 
     sp = j(sub.add_parser("demo", help="the main job on the bundled default trace"))

@@ -6,6 +6,7 @@
 - ``switchaware`` — joint choice of clocks and switch points under a switch-latency model (dynamic programming).
 - ``frontier`` — the time–energy curve over a range of tolerated slowdowns.
 - ``policies`` — the schedule of each policy a comparison runs (auto, pass, ideal, naive, switch-aware).
+- ``limited`` — choices under the card's power limiter (its steady state), where one ceiling couples the kernels.
 """
 
 from kdvfs.optimize.frontier import frontier

@@ -334,6 +334,8 @@ def _solve_highs(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, tim
         except (ValueError, RuntimeError, MemoryError) as e:
             raise _HighsFailed(f"HiGHS failed: {e}") from e
         if res.x is None:
+            if bound is not None:  # infeasible once tightened below a tie at the bound: see the fallback below
+                break
             raise _HighsFailed(f"no solution ({res.message})")
         if bound is None:  # the first solve's bound is the one for the problem as posed
             b = getattr(res, "mip_dual_bound", None)
@@ -348,6 +350,12 @@ def _solve_highs(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, tim
             break
         # HiGHS honours the constraint to its feasibility tolerance (~1e-7 relative seen): tighten by twice the excess
         hi[-1] -= 2 * (t - budget)
-    else:
+    if t > budget:
+        # a budget at the fastest possible time (strict waste where nothing is faster than auto): HiGHS keeps
+        # returning a tie slower by its tolerance; the fastest choice (least energy among ties) meets it exactly
+        fast = [int(np.lexsort((E[k], T[k]))[0]) for k in range(K)]
+        if sum(r[k] * T[k, s] for k, s in enumerate(fast)) <= budget:
+            return Allocation(tuple({s: int(r[k])} for k, s in enumerate(fast)), "milp (HiGHS); fastest at the bound",
+                              bound)
         raise _HighsFailed(f"could not keep the time budget {budget:.9g} s within its tolerance (got {t:.9g} s)")
     return Allocation(tuple(counts), "milp (HiGHS)", bound)

@@ -1,0 +1,247 @@
+"""Verbs of the card's power limiter: ``limiter fit``, ``limiter whatif`` (before and after) and ``validate-steps``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from kdvfs.cli.common import load_profile_ref, load_trace
+from kdvfs.console import make_console, print_json, table
+from kdvfs.errors import InputError
+
+__all__ = ["register"]
+
+
+def _command() -> str:
+    return "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if sys.argv[1:] else "kdvfs"
+
+
+def _write_json(doc: dict, path: str | Path) -> Path:
+    from kdvfs.console import to_jsonable
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(to_jsonable(doc), indent=1) + "\n")
+    return p
+
+
+def cmd_limiter_fit(a) -> int:
+    from kdvfs.bundled import bundled_dir
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter import LIMITERS
+    from kdvfs.limiter_fit import fit_limiter, load_step_responses
+
+    spec = get_gpu(a.gpu)
+    srs, given = load_step_responses(a.files)
+    if a.only:
+        keep = set(a.only)
+        srs = [s for s in srs if s["name"] in keep]
+    fit = fit_limiter(srs, spec, given, period_s=a.period, files=tuple(str(f) for f in a.files), cap=a.cap)
+    doc = dict(fit.to_dict(), gpu=spec.name, command=_command())
+    if a.output:
+        _write_json(doc, a.output)
+    if a.bundle:
+        _write_json(doc, bundled_dir() / f"{spec.name}.limiter.json")
+        LIMITERS.pop(spec.name, None)
+    if a.json:
+        print_json(doc)
+        return 0
+    m = fit.model
+    c = make_console()
+    c.print(f"{spec.name} limiter: window {1e3 * m.window_s:.1f} ms, gain {m.gain_mhz_per_ws:.3g} MHz/(W·s), slew "
+            f"{m.slew_mhz_per_s:.0f} MHz/s, cap held {m.cap_for(spec):.1f} W (tick {1e3 * m.period_s:g} ms)")
+    c.print(table("fit: ceiling − probe clock", ["step response", "probe clocks (5 ms medians)", "RMS (MHz)",
+                                                 "median |error| (MHz)"],
+                  [[k, fit.samples[k], f"{v:.1f}", f"{fit.median_abs_mhz[k]:.1f}"] for k, v in fit.rms_mhz.items()]))
+    return 0
+
+
+def cmd_limiter_check(a) -> int:
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter_fit import check_limiter, load_json, load_step_responses
+
+    spec = get_gpu(a.gpu)
+    srs, _ = load_step_responses(a.files)
+    if a.only:
+        srs = [s for s in srs if s["name"] in set(a.only)]
+    res = check_limiter(srs, spec, load_json(a.fit))
+    doc = {"fit": a.fit, "files": a.files, "responses": res, "command": _command()}
+    if a.output:
+        _write_json(doc, a.output)
+    if a.json:
+        print_json(doc)
+        return 0
+    make_console().print(table(f"{a.fit} against step responses", ["step response", "probe clocks", "RMS (MHz)",
+                                                                   "median |error| (MHz)"],
+                               [[k, v["samples"], f"{v['rms_mhz']:.1f}", f"{v['median_abs_mhz']:.1f}"]
+                                for k, v in res.items()]))
+    return 0
+
+
+def cmd_limiter_whatif(a) -> int:
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter import limiter_for, limiter_params
+    from kdvfs.optimize import Problem
+    from simulator.limited_whatif import before_after
+
+    spec = get_gpu(a.gpu)
+    lim = limiter_for(spec)
+    if lim is None:
+        raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit --bundle` first")
+    traces = []
+    for ref in a.trace:
+        t = load_trace(ref)
+        traces.append((ref, Problem(t, load_profile_ref(t.name))))
+    slacks = a.slack or [0.0, 1.0, 2.0, 5.0]
+    mechs = a.mechanism or ["sync", "predictive"]
+    doc = {"gpu": spec.name, "limiter": lim.to_dict(), "cap_w": lim.cap_for(spec), "switch_model": spec.switch.source,
+           "switch_latency_s": spec.switch.total_s, "command": _command(), "traces": {}}
+    if a.evidence:  # the measurements beside the simulation: the step check and the limiter fit
+        from kdvfs.limiter_fit import load_json
+
+        doc["evidence"] = {f: load_json(f) for f in a.evidence}
+    for ref, pb in traces:
+        doc["traces"][pb.trace.name] = before_after(ref, pb, spec, limiter_params(pb.trace, spec, lim), lim, mechs, slacks)
+    if a.output:
+        _write_json(doc, a.output)
+    if a.md:
+        Path(a.md).write_text(whatif_markdown(doc))
+    if a.json:
+        print_json(doc)
+        return 0
+    make_console().print(whatif_markdown(doc))
+    return 0
+
+
+def whatif_markdown(doc: dict) -> str:
+    """The before/after tables as markdown (numbers from the JSON document)."""
+    lines = [f"# What the power limiter changes on the {doc['gpu']} (simulated)", "",
+             f"Command: `{doc['command']}`. Limiter: window {1e3 * doc['limiter']['window_s']:.1f} ms, "
+             f"cap held {doc['cap_w']:.1f} W ({doc['limiter']['source']}). Switching: "
+             f"{1e3 * doc['switch_latency_s']:.3g} ms per switch ({doc['switch_model']}).", ""]
+    for name, tr in doc["traces"].items():
+        lines += [f"## {name}", "", f"Auto under the limiter: steady ceiling {tr['auto']['steady_ceiling_mhz']:.0f} MHz, "
+                  f"median clock {tr['auto']['median_core_mhz']:.0f} MHz; step energy {tr['auto']['energy_j']:.4g} J "
+                  f"against {tr['auto']['isolated_energy_j']:.4g} J isolated-and-summed "
+                  f"({100 * (tr['auto']['energy_j'] / tr['auto']['isolated_energy_j'] - 1):+.1f} %).", "",
+                  "| mechanism | slack % | policy | before: ΔE % / Δt % | after (limiter): ΔE % / Δt % | switches after |",
+                  "|---|---|---|---|---|---|"]
+        for r in tr["rows"]:
+            b = (f"{r['before']['energy_change_pct']:+.2f} / {r['before']['time_change_pct']:+.2f}"
+                 if r.get("before") else "—")
+            lines.append(f"| {r['mechanism']} | {r['slack_pct']:g} | {r['policy']} | {b} | "
+                         f"{r['energy_change_pct']:+.2f} / {r['time_change_pct']:+.2f} | {r['switches']} |")
+        lines.append("")
+    for name, ev in (doc.get("evidence") or {}).items():
+        lines += _evidence_markdown(name, ev)
+    return "\n".join(lines)
+
+
+def _evidence_markdown(name: str, ev: dict) -> list[str]:
+    if "steps" in ev:  # a validate-steps report
+        judged = ev.get("judged_on", "limiter")
+        iso = "isolated_with_gaps" if judged == "limiter_with_gaps" else "isolated"
+        out = [f"## Measured: real training steps on the card (`{name}`)", "",
+               f"`{ev.get('command', '')}`; host time between steps as GPU idle at {ev.get('gap_power_w') or 0:.1f} W. "
+               f"Targets ±{ev['targets']['energy_pct']} % energy, ±{ev['targets']['median_clock_pct']} % median clock: "
+               f"met {ev['met']['energy']} / {ev['met']['of']} (energy), {ev['met']['clock']} / {ev['met']['of']} (clock).",
+               "", "| step | measured J | measured median MHz | isolated ΔE % | limiter ΔE % | limiter Δclock % |",
+               "|---|---|---|---|---|---|"]
+        for r in ev["steps"]:
+            if "measured" not in r:
+                out.append(f"| {r['model']} | {r.get('skipped', '')} | | | | |")
+                continue
+            e = r["error"]
+            out.append(f"| {r['model']} | {r['measured']['energy_j']:.4g} | {r['measured']['median_core_mhz']:.0f} | "
+                       f"{e[iso]['energy_pct']:+.1f} | {e[judged]['energy_pct']:+.1f} | "
+                       f"{e[judged]['median_clock_pct']:+.1f} |")
+        return out + [""]
+    if "model" in ev and "rms_mhz" in ev:  # a limiter fit
+        m = ev["model"]
+        return [f"## Measured: the limiter's step responses (`{name}`)", "",
+                f"`{ev.get('command', '')}`: window {1e3 * m['window_s']:.1f} ms, gain {m['gain_mhz_per_ws']:.3g} "
+                f"MHz/(W·s), slew {m['slew_mhz_per_s']:.0f} MHz/s; median |ceiling − probe clock| "
+                + ", ".join(f"{k} {v:.0f} MHz" for k, v in (ev.get("median_abs_mhz") or {}).items()) + ".", ""]
+    return []
+
+
+def cmd_validate_steps(a) -> int:
+    from kdvfs.bundled import bundled_dir
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter_fit import load_json
+    from simulator.stepcheck import check_steps
+
+    spec = get_gpu(a.gpu)
+    # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the limiter
+    # fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
+    alt = {}
+    fit = bundled_dir() / f"{spec.name}.limiter.json"
+    idle_plant = load_json(fit)["plants"].get("idle", {}).get("a_w") if fit.exists() else None
+    if a.characterization:  # NVML's power right after the campaign, for comparison
+        alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
+    gap_w = a.gap_power if a.gap_power is not None else idle_plant
+    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
+    if a.output:
+        _write_json(doc, a.output)
+    if a.json:
+        print_json(doc)
+        return 0
+    rows = []
+    for r in doc["steps"]:
+        if "skipped" in r:
+            rows.append([r["model"], "skipped: " + r["skipped"][:60], "", "", "", ""])
+            continue
+        m, e = r["measured"], r["error"]
+        g = "_with_gaps" if "limiter_with_gaps" in e else ""
+        rows.append([r["model"], f"{m['energy_j']:.4g}", f"{e['isolated' + g]['energy_pct']:+.1f}",
+                     f"{e['limiter' + g]['energy_pct']:+.1f}", f"{m['median_core_mhz']:.0f}",
+                     f"{e['limiter' + g]['median_clock_pct']:+.1f}"])
+    make_console().print(table(f"steps on {spec.name}: predicted vs measured (targets ±{doc['targets']['energy_pct']} % "
+                               f"energy, ±{doc['targets']['median_clock_pct']} % median clock)",
+                               ["model", "energy (J)", "isolated ΔE %", "limiter ΔE %", "median MHz", "limiter Δclock %"],
+                               rows))
+    return 0
+
+
+def register(sub, j) -> None:
+    sp = sub.add_parser("limiter", help="the card's power limiter: fit its dynamics, what it changes")
+    lsub = sp.add_subparsers(dest="limiter_cmd", required=True)
+    f = j(lsub.add_parser("fit", help="fit window, gain, slew and cap as held to step responses"))
+    f.add_argument("files", nargs="+", help="characterisation JSON files with \"step_responses\"")
+    f.add_argument("--gpu", required=True)
+    f.add_argument("--only", action="append", help="fit only this step response (repeatable)")
+    f.add_argument("--period", type=float, default=1e-3, help="the controller's tick in seconds")
+    f.add_argument("--cap", choices=["preset", "zoo", "fit"], default="preset",
+                   help="the power the model holds: the preset's cap_w (default), the zoo's energy-counter median, or "
+                        "the cap fitted with the dynamics")
+    f.add_argument("-o", "--output", help="write the fit as JSON")
+    f.add_argument("--bundle", action="store_true", help="also install it as the preset's limiter (traces/GPU.limiter.json)")
+    f.set_defaults(fn=cmd_limiter_fit)
+    c = j(lsub.add_parser("check", help="a stored fit against step responses (e.g. ones held out of the fit)"))
+    c.add_argument("files", nargs="+", help="characterisation JSON files with \"step_responses\"")
+    c.add_argument("--gpu", required=True)
+    c.add_argument("--fit", required=True, help="the fit JSON (kdvfs limiter fit -o)")
+    c.add_argument("--only", action="append", help="check only this step response (repeatable)")
+    c.add_argument("-o", "--output")
+    c.set_defaults(fn=cmd_limiter_check)
+    w = j(lsub.add_parser("whatif", help="policies against auto before and after the limiter (JSON + markdown)"))
+    w.add_argument("--trace", action="append", required=True, help="bundled trace (repeatable); its bundled profile")
+    w.add_argument("--gpu", required=True)
+    w.add_argument("--slack", type=float, action="append", help="percent (repeatable; default 0, 1, 2, 5)")
+    w.add_argument("--mechanism", action="append", choices=["sync", "callback", "predictive"])
+    w.add_argument("-o", "--output")
+    w.add_argument("--md", help="write the tables as markdown")
+    w.add_argument("--evidence", action="append",
+                   help="a validate-steps report or limiter fit JSON to show beside the tables (repeatable)")
+    w.set_defaults(fn=cmd_limiter_whatif)
+
+    sp = j(sub.add_parser("validate-steps", help="measured training steps against the model under the card's limiter"))
+    sp.add_argument("dir", help="folder with steps.json and the Kineto traces (from the step measurement)")
+    sp.add_argument("--gpu", required=True)
+    sp.add_argument("-o", "--output", help="write the report as JSON")
+    sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
+                                                    "default: the bundled limiter fit's idle plant)")
+    sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
+    sp.set_defaults(fn=cmd_validate_steps)

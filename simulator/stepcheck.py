@@ -1,0 +1,148 @@
+"""The step-target check: real training steps measured on a card against the model and the simulator under its limiter.
+
+For every step in ``DIR/steps.json`` (written by the observe-only step measurement: per model the Kineto trace file,
+the measured step time and energy from the NVML energy counter, the median SM clock) this does what a new user would:
+import the trace (``kdvfs trace import``), build the model profile (``kdvfs profile build --gpu``), then simulate the
+all-auto step (the card's own clocks) twice — with isolated per-kernel throttling, as before, and under the card's power
+limiter — and compares step energy and median SM clock with the measurement. Under the limiter the recorded durations
+are taken at the clock the limiter allowed the recorded step (``kdvfs.limiter.anchor_to_limiter``), not at each
+kernel's isolated clock. Nothing is fitted to these steps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from kdvfs.errors import FormatError, InputError, KdvfsError
+from kdvfs.gpus import AUTO, GpuSpec, SwitchModel
+from kdvfs.limiter import LimiterModel, anchor_to_limiter, limiter_for
+from kdvfs.optimize.granularity import allocate_schedule
+from kdvfs.optimize.problem import Problem
+from kdvfs.profile import build_profile
+from simulator.engine import SimConfig
+
+__all__ = ["ENERGY_TARGET_PCT", "CLOCK_TARGET_PCT", "check_steps"]
+
+log = logging.getLogger(__name__)
+
+ENERGY_TARGET_PCT = 3.0
+CLOCK_TARGET_PCT = 2.0
+
+
+def _params_as_profile_build(trace, spec):
+    """The kernel parameters ``kdvfs profile build`` uses (kept in one place so the check follows that command)."""
+    from kdvfs.model import default_params
+
+    return default_params(trace, spec)
+
+
+def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params_fn=_params_as_profile_build,
+              measured_time_s: float | None = None, gap_power_w: float | None = None) -> dict:
+    """Predictions for one recorded step: kernels only, and (given the measured step time) with the host time between
+    steps as GPU idle at ``gap_power_w``, isolated-and-summed and under the limiter."""
+    from kdvfs.importers import import_kineto
+    from simulator.api import build_run
+    from simulator.limiter import run_limited
+
+    imp = import_kineto(kineto, name=model)
+    trace = imp.trace
+    params = params_fn(trace, spec)
+    # only the auto setting is simulated; its rows equal those of the full `profile build` grid
+    prof = build_profile(trace, spec, params, settings=[(AUTO, AUTO)])
+    pb = Problem(trace, prof)
+    auto = allocate_schedule(pb, "static", auto=True)
+    cfg = SimConfig(switch=SwitchModel(0.0, 0.0))  # the auto step never switches
+    run = build_run(trace, prof, auto, spec)
+    iso_clock = _iso_clocks(spec, params)  # each kernel's isolated throttled clock at auto
+    w = trace.repeats * prof.time_s[:, 0]
+    o = np.argsort(iso_clock, kind="stable")
+    iso_median = float(iso_clock[o][int(np.searchsorted(np.cumsum(w[o]), 0.5 * w.sum()))])
+
+    def limited(gap=None):
+        # the recorded durations are at the clock the limiter allowed the recorded step: anchor them there
+        p, f = anchor_to_limiter(spec, params, trace.times_s, trace.repeats, lim, gap)
+        r = run_limited(run, prof.settings, spec, p, lim, cfg, "fast", 1, gap=gap)
+        return {"time_s": r["time_s"], "energy_j": r["energy_j"], "anchored_at_mhz": f, **r["limiter"]}
+
+    busy = float(trace.repeats @ trace.times_s)  # the recorded kernels' durations, summed
+    out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())), "trace_busy_s": busy,
+           "isolated": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j, "median_core_mhz": iso_median},
+           "limiter": limited()}
+    if measured_time_s is not None and gap_power_w is not None:
+        g = max(measured_time_s - busy, 0.0)  # host time: the measured step less the recorded kernels
+        out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g, "gap_s": g,
+                                     "energy_j": pb.auto_energy_j + g * gap_power_w,
+                                     # in the gaps the clock stays where the step left it
+                                     "median_core_mhz": iso_median if g < pb.auto_time_s else float(spec.boost_core_mhz)}
+        r = limited((g, gap_power_w)) if g > 0 else dict(out["limiter"])
+        out["limiter_with_gaps"] = dict(r, gap_s=g)
+    return out
+
+
+def _iso_clocks(spec, params):
+    from kdvfs.model import evaluate
+
+    ev = evaluate(spec, params, np.array([AUTO]), np.array([AUTO]))
+    return ev.core_mhz[:, 0]
+
+
+def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
+                gap_power_w: float | None = None, alt_gap_powers: dict | None = None) -> dict:
+    """The report: per step the measurement, the predictions, their errors and whether the targets are met.
+
+    The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
+    time) is no prediction of it. With ``gap_power_w`` that time is added as GPU idle at that power (``*_with_gaps``),
+    and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only).
+    ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it)."""
+    d = Path(steps_dir)
+    path = d / "steps.json"
+    if not path.exists():
+        raise InputError(f"{str(path)!r} does not exist; give the folder the step measurement wrote (steps.json and "
+                         "the Kineto traces)")
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{str(path)!r} is not JSON ({e})") from None
+    lim = lim or limiter_for(spec)
+    if lim is None:
+        raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
+    rows = []
+    for st in doc.get("steps", []):
+        model = st.get("model", "?")
+        if "error" in st:
+            rows.append({"model": model, "skipped": f"not measured: {st['error']}"})
+            continue
+        try:
+            kin = d / st.get("trace", f"{model}.kineto.json.gz")
+            pred = check_one(kin, model, spec, lim, params_fn or _params_as_profile_build, float(st["step_time_s"]),
+                             gap_power_w)
+        except KdvfsError as e:
+            rows.append({"model": model, "skipped": str(e)})
+            continue
+        meas = {"time_s": st["step_time_s"], "energy_j": st["step_energy_j"], "median_core_mhz": st["sm_mhz_median"],
+                "p10_core_mhz": st.get("sm_mhz_p10"), "p90_core_mhz": st.get("sm_mhz_p90"), "power_w": st.get("power_w")}
+        err = {}
+        for which in [k for k in ("isolated", "limiter", "isolated_with_gaps", "limiter_with_gaps") if k in pred]:
+            p = pred[which]
+            err[which] = {"time_pct": 100 * (p["time_s"] / meas["time_s"] - 1),
+                          "energy_pct": 100 * (p["energy_j"] / meas["energy_j"] - 1),
+                          "median_clock_pct": 100 * (p["median_core_mhz"] / meas["median_core_mhz"] - 1)}
+        e = err["limiter_with_gaps" if "limiter_with_gaps" in err else "limiter"]
+        rows.append({"model": model, "measured": meas, "predicted": pred, "error": err,
+                     "energy_target_met": abs(e["energy_pct"]) <= ENERGY_TARGET_PCT,
+                     "clock_target_met": abs(e["median_clock_pct"]) <= CLOCK_TARGET_PCT})
+    done = [r for r in rows if "measured" in r]
+    alt = {}
+    for name, w in (alt_gap_powers or {}).items():
+        d2 = check_steps(steps_dir, spec, lim, params_fn, w)
+        alt[name] = {"gap_power_w": w, "met": d2["met"],
+                     "error": {r["model"]: r["error"] for r in d2["steps"] if "error" in r}}
+    return {"gap_power_sensitivity": alt,"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,
+            "judged_on": "limiter_with_gaps" if gap_power_w is not None else "limiter",
+            "targets": {"energy_pct": ENERGY_TARGET_PCT, "median_clock_pct": CLOCK_TARGET_PCT},
+            "steps": rows, "met": {"energy": sum(r["energy_target_met"] for r in done),
+                                   "clock": sum(r["clock_target_met"] for r in done), "of": len(done)}}
