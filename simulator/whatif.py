@@ -81,9 +81,22 @@ def _switch(sc: Scenario) -> SwitchModel:
     return dataclasses.replace(base, spread=0.0)
 
 
-def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> dict:
-    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs)."""
+def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario,
+                 size: tuple[int | None, int] | None = None) -> dict:
+    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs).
+
+    ``size``: (per-GPU batch, tensor-parallel degree): the schedule is chosen at the trace's own size and simulated
+    at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both)."""
     pb = _problem(trace_ref, profile_ref)
+    sim_pb, extra_t, extra_e = pb, 0.0, 0.0
+    if size is not None:
+        key = (trace_ref, profile_ref, card, size)
+        if key not in _CACHE:
+            from kdvfs.scaling import scaled_for
+
+            _CACHE[key] = scaled_for(pb, get_gpu(card), size[0], size[1])
+        sim_pb, scl = _CACHE[key]
+        extra_t, extra_e = scl.collective_time_s, scl.collective_energy_j
     spec = get_gpu(card)
     sw = _switch(sc)
     costs = SwitchCosts(idle_power_w=spec.idle_power_w)
@@ -98,20 +111,35 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> d
                                slack_pct=sc.slack_pct, granularity="kernel", scope="global")
     else:
         sched = switch_aware(pb, sw, sc.mechanism, sc.slack_pct, costs)
-    if sc.policy == "ideal":
+    if sc.policy == "ideal" and size is None:
         t, e, n = sched.predicted["time_s"], sched.predicted["energy_j"], sched.switches
+    elif sc.policy == "ideal":
+        t, e = _free(sim_pb, sched)
+        n = sched.switches
     else:
-        r = simulate(pb.trace, pb.profile, sched, spec, cfg, path="fast")
+        r = simulate(sim_pb.trace, sim_pb.profile, sched, spec, cfg, path="fast")
         t, e, n = r.time_s, r.energy_j, r.switches
-    return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
-            "slack_pct": sc.slack_pct, "time_change_pct": 100 * (t / pb.auto_time_s - 1),
-            "energy_change_pct": 100 * (e / pb.auto_energy_j - 1), "switches": int(n)}
+    at, ae = sim_pb.auto_time_s + extra_t, sim_pb.auto_energy_j + extra_e
+    t, e = t + extra_t, e + extra_e
+    row = {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
+           "slack_pct": sc.slack_pct, "time_change_pct": 100 * (t / at - 1),
+           "energy_change_pct": 100 * (e / ae - 1), "switches": int(n)}
+    if size is not None:
+        row.update(batch=size[0] or pb.trace.batch_size, tp=size[1])
+    return row
+
+
+def _free(pb: Problem, sched) -> tuple[float, float]:
+    """Time and energy of a schedule with free switching."""
+    s = pb.instance_setting_index(sched)
+    inst = pb.trace.instances()
+    return float(pb.T[inst, s].sum()), float(pb.E[inst, s].sum())
 
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
-             progress: Callable[[int], None] | None = None) -> list[dict]:
+             progress: Callable[[int], None] | None = None, size: tuple[int | None, int] | None = None) -> list[dict]:
     rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc) for sc in scenarios]):
+    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, size) for sc in scenarios]):
         rows.append(r)
         if progress:
             progress(1)

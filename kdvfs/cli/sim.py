@@ -38,6 +38,8 @@ def cmd_simulate(a) -> int:
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
+    if a.batch is not None or a.tp != 1:
+        return _carried(a, pb, sched, spec, cfg)
     r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled)
     auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
     if a.timeline:
@@ -74,6 +76,37 @@ def _unthrottled(pb, spec):
     return ev.time_s, ev.power_w
 
 
+def _carried(a, pb, sched, spec, cfg) -> int:
+    """``--batch``/``--tp``: the schedule (chosen at the trace's own size) simulated at another per-GPU batch size or
+    tensor-parallel shard, against auto at that size (``kdvfs.scaling``); one GPU's shard, its all-reduces added."""
+    from kdvfs.optimize import allocate_schedule
+    from kdvfs.scaling import scaled_for
+    from simulator import simulate
+
+    if a.gpus != 1 or a.governor_lag > 0:
+        raise InputError("--batch/--tp simulate one GPU's share (all shards alike); drop --gpus and --governor-lag")
+    pb2, sc = scaled_for(pb, spec, a.batch, a.tp, a.hidden)
+    auto = allocate_schedule(pb2, "static", auto=True)
+    r = simulate(pb2.trace, pb2.profile, sched, spec, cfg, path=a.path)
+    ra = simulate(pb2.trace, pb2.profile, auto, spec, cfg, path=a.path)
+    t, e = r.time_s + sc.collective_time_s, r.energy_j + sc.collective_energy_j
+    ta, ea = ra.time_s + sc.collective_time_s, ra.energy_j + sc.collective_energy_j
+    doc = {"batch": sc.batch, "tp": sc.tp, "time_s": t, "energy_j": e, "auto_time_s": ta, "auto_energy_j": ea,
+           "time_change_pct": 100 * (t / ta - 1), "energy_change_pct": 100 * (e / ea - 1),
+           "collective_time_s": sc.collective_time_s, "switches": r.switches, "path": r.path,
+           "mechanism": a.mechanism, "kernels": [{"kernel": k.key, "source": k.source, "efficiency": k.efficiency}
+                                                 for k in sc.kernels]}
+    if a.json:
+        print_json(doc)
+        return 0
+    make_console().print(
+        f"{pb.trace.name} under {a.schedule} carried to batch {sc.batch}, tensor-parallel degree {sc.tp} on "
+        f"{spec.name} ({a.mechanism} switching) [{r.path}]: {t:.6g} s, {e:.6g} J per GPU against auto {ta:.6g} s, "
+        f"{ea:.6g} J ({doc['time_change_pct']:+.3f} % time, {doc['energy_change_pct']:+.3f} % energy; "
+        f"{sc.collective_time_s:.4g} s of tensor-parallel all-reduce in both)")
+    return 0
+
+
 def _scaling(a, pb, sched, spec, cfg) -> int:
     """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
     from kdvfs.optimize import allocate_schedule
@@ -100,7 +133,7 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
-def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if"):
+def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", size=None):
     from kdvfs.executor import make_executor
     from simulator.whatif import run_grid
 
@@ -108,7 +141,8 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
     try:
         with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
-            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n))
+            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
+                            size=size)
     finally:
         ex.close()
     return rows
@@ -129,7 +163,8 @@ def cmd_whatif(a) -> int:
                 a.slack or [0.0])
     c = make_console()
     t0 = time.perf_counter()
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c)
+    size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
+    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, size=size)
     if a.output:
         write_csv(rows, a.output)
         png = Path(a.png or Path(a.output).with_suffix(".png"))
@@ -233,6 +268,9 @@ def register(sub, j) -> None:
     sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: report savings against auto for each")
     sp.add_argument("--scaling-png", help="figure of --scaling")
     sp.add_argument("--overlap", action="store_true", help="DP: bucketed all-reduce overlapped with backward")
+    sp.add_argument("--batch", type=int, help="per-GPU batch size to carry the schedule to (kernels scaled by work)")
+    sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree to carry the schedule to (one shard)")
+    sp.add_argument("--hidden", type=int, default=2048, help="--tp: model hidden size, for the activation all-reduces")
     sp.add_argument("--path", choices=["auto", "engine", "fast"], default="auto")
     sp.add_argument("--timeline", help="write a Chrome trace JSON (Perfetto)")
     sp.set_defaults(fn=cmd_simulate)
@@ -249,6 +287,8 @@ def register(sub, j) -> None:
     sp.add_argument("--policy", action="append", choices=["auto", "pass", "ideal", "naive", "switch-aware"])
     sp.add_argument("--slack", type=float, action="append")
     sp.add_argument("--executor", default="local", help="local, serial, ray or ray://HOST:PORT")
+    sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
+    sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
     sp.add_argument("--png")
     sp.set_defaults(fn=cmd_whatif)
