@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from kdvfs.cli import catalog, hw, optimize, sim, trace
+from kdvfs.cli import catalog, hw, multi, optimize, sim, trace
 from kdvfs.errors import KdvfsError
 
 __all__ = ["main"]
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
         return sp
 
-    for m in (trace, catalog, optimize, sim, hw):
+    for m in (trace, catalog, optimize, sim, hw, multi):
         m.register(sub, j)
     return p
 
