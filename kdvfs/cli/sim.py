@@ -286,7 +286,8 @@ def register(sub, j) -> None:
     sp.add_argument("--mechanism", action="append", choices=["sync", "callback", "predictive"])
     sp.add_argument("--policy", action="append", choices=["auto", "pass", "ideal", "naive", "switch-aware"])
     sp.add_argument("--slack", type=float, action="append")
-    sp.add_argument("--executor", default="local", help="local, serial, ray or ray://HOST:PORT")
+    sp.add_argument("--executor", default="local", help="local, serial, ray (local instance), ray:auto or ray:HOST:PORT (a cluster from `ray start --head`), "
+                         "ray://HOST:PORT (Ray Client)")
     sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
