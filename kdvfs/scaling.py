@@ -167,6 +167,10 @@ def scale_params(trace: Trace, params: KernelParams, spec: GpuSpec, batch: int |
     """Model parameters of ``trace``'s kernels at per-GPU ``batch``, ``seq_len`` and tensor-parallel degree ``tp``."""
     if not isinstance(tp, int) or tp < 1:
         raise InputError(f"tensor-parallel degree must be an integer ≥ 1, got {tp!r}; give e.g. --tp 2")
+    if heads % tp:
+        raise InputError(f"tensor-parallel degree {tp} cannot split the model's {heads} attention heads evenly (each "
+                         "GPU holds whole heads); give a degree that divides the head count, e.g. "
+                         f"{', '.join(str(d) for d in range(1, heads + 1) if heads % d == 0)}")
     if batch is not None and (not isinstance(batch, int) or batch < 1):
         raise InputError(f"per-GPU batch size must be an integer ≥ 1, got {batch!r}; give e.g. --batch 8")
     if (batch is not None and not trace.batch_size) or (seq_len is not None and not trace.seq_len):
