@@ -95,3 +95,17 @@ def test_cli_simulate_batch(tmp_path, capsys):
     code, _, err = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", str(s), "--gpu", "rtx3080ti",
                             "--tp", "0"], capsys)
     assert code == 2 and "tensor-parallel degree" in err
+
+
+def test_carried_scaling_rows_split_the_batch(setup):
+    from simulator.carried import scaling_rows, transformer_grad_bytes
+    from simulator.engine import SimConfig
+
+    pb, spec, _, sched = setup
+    assert transformer_grad_bytes(pb.trace, 2048) == pytest.approx(2 * 12 * 24 * 2048 ** 2)
+    cfg = SimConfig(switch=get_gpu("ivr").switch)
+    rows = scaling_rows(pb, spec, sched, cfg, [1, 8], "dp")
+    assert [r["batch"] for r in rows] == [40, 5] and rows[0]["communication_s"] == 0 < rows[1]["communication_s"]
+    assert rows[1]["auto_time_s"] < rows[0]["auto_time_s"] / 4
+    tp = scaling_rows(pb, spec, sched, cfg, [4], "tp")[0]
+    assert tp["tp"] == 4 and tp["batch"] == 40 and tp["energy_change_pct"] < 0

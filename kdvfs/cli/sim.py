@@ -78,49 +78,38 @@ def _unthrottled(pb, spec):
 
 def _carried(a, pb, sched, spec, cfg) -> int:
     """``--batch``/``--tp``: the schedule (chosen at the trace's own size) simulated at another per-GPU batch size or
-    tensor-parallel shard, against auto at that size (``kdvfs.scaling``); one GPU's shard, its all-reduces added."""
-    from kdvfs.optimize import allocate_schedule
-    from kdvfs.scaling import scaled_for
-    from simulator import simulate
+    tensor-parallel shard, against auto at that size (``simulator.carried``); one GPU's shard, its all-reduces added."""
+    from simulator.carried import simulate_carried
 
     if a.gpus != 1 or a.governor_lag > 0:
         raise InputError("--batch/--tp simulate one GPU's share (all shards alike); drop --gpus and --governor-lag")
-    pb2, sc = scaled_for(pb, spec, a.batch, a.tp, a.hidden)
-    auto = allocate_schedule(pb2, "static", auto=True)
-    r = simulate(pb2.trace, pb2.profile, sched, spec, cfg, path=a.path)
-    ra = simulate(pb2.trace, pb2.profile, auto, spec, cfg, path=a.path)
-    t, e = r.time_s + sc.collective_time_s, r.energy_j + sc.collective_energy_j
-    ta, ea = ra.time_s + sc.collective_time_s, ra.energy_j + sc.collective_energy_j
-    doc = {"batch": sc.batch, "tp": sc.tp, "time_s": t, "energy_j": e, "auto_time_s": ta, "auto_energy_j": ea,
-           "time_change_pct": 100 * (t / ta - 1), "energy_change_pct": 100 * (e / ea - 1),
-           "collective_time_s": sc.collective_time_s, "switches": r.switches, "path": r.path,
-           "mechanism": a.mechanism, "kernels": [{"kernel": k.key, "source": k.source, "efficiency": k.efficiency}
-                                                 for k in sc.kernels]}
+    doc = simulate_carried(pb, spec, sched, cfg, a.batch, a.tp, a.hidden, path=a.path)
+    doc["mechanism"] = a.mechanism
     if a.json:
         print_json(doc)
         return 0
     make_console().print(
-        f"{pb.trace.name} under {a.schedule} carried to batch {sc.batch}, tensor-parallel degree {sc.tp} on "
-        f"{spec.name} ({a.mechanism} switching) [{r.path}]: {t:.6g} s, {e:.6g} J per GPU against auto {ta:.6g} s, "
-        f"{ea:.6g} J ({doc['time_change_pct']:+.3f} % time, {doc['energy_change_pct']:+.3f} % energy; "
-        f"{sc.collective_time_s:.4g} s of tensor-parallel all-reduce in both)")
+        f"{pb.trace.name} under {a.schedule} carried to batch {doc['batch']}, tensor-parallel degree {doc['tp']} on "
+        f"{spec.name} ({a.mechanism} switching) [{doc['path']}]: {doc['time_s']:.6g} s, {doc['energy_j']:.6g} J per "
+        f"GPU against auto {doc['auto_time_s']:.6g} s, {doc['auto_energy_j']:.6g} J ({doc['time_change_pct']:+.3f} % "
+        f"time, {doc['energy_change_pct']:+.3f} % energy; {doc['communication_s']:.4g} s of tensor-parallel "
+        "all-reduce in both)")
     return 0
 
 
 def _scaling(a, pb, sched, spec, cfg) -> int:
     """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
-    from kdvfs.optimize import allocate_schedule
     from kdvfs.plots import plot_scaling
-    from simulator import scaling_report
+    from simulator.carried import scaling_rows
 
     try:
         counts = [int(x) for x in a.scaling.split(",")]
     except ValueError:
         raise InputError(f"--scaling {a.scaling!r} must be GPU counts separated by commas, e.g. 1,2,4,8,16") from None
-    auto = allocate_schedule(pb, "static", auto=True)
     rows = []
+    # dp: the trace's batch as the global batch, split over the GPUs; tp: the layers split into shards (kdvfs.scaling)
     for mode in ([a.parallel] if a.parallel_given else ["dp", "tp"]):
-        rows += scaling_report(pb.trace, pb.profile, sched, auto, spec, cfg, counts, mode, overlap=a.overlap)
+        rows += scaling_rows(pb, spec, sched, cfg, counts, mode, a.hidden, path=a.path)
     if a.scaling_png:
         plot_scaling(rows, a.scaling_png, f"{pb.trace.name}: schedule vs auto on N GPUs")
     if a.json:
@@ -265,7 +254,8 @@ def register(sub, j) -> None:
                     help="seconds the driver takes to throttle a newly landed setting that exceeds the cap (engine)")
     sp.add_argument("--gpus", type=int, default=1)
     sp.add_argument("--parallel", choices=["dp", "tp"])
-    sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: report savings against auto for each")
+    sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: savings against auto for each (dp: the trace's "
+                                      "batch split over the GPUs; tp: the layers split into shards)")
     sp.add_argument("--scaling-png", help="figure of --scaling")
     sp.add_argument("--overlap", action="store_true", help="DP: bucketed all-reduce overlapped with backward")
     sp.add_argument("--batch", type=int, help="per-GPU batch size to carry the schedule to (kernels scaled by work)")
