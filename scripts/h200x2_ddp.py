@@ -162,14 +162,20 @@ def main() -> int:
     sync()
     t0 = time.perf_counter()
     n = 0
-    while time.perf_counter() - t0 < a.warmup or n < 3:
+    flag = torch.ones(1, device=dev)  # rank 0 decides when warm-up ends: every rank must run the same steps
+    while flag.item() > 0:
+        for _ in range(5):
+            step()
+        n += 5
+        sync()
+        flag.fill_(1.0 if time.perf_counter() - t0 < a.warmup else 0.0)
+        dist.broadcast(flag, 0)
+    tp = time.perf_counter()  # the step time from a steady-state probe, not the warm-up's slow first steps
+    for _ in range(10):
         step()
-        n += 1
-        if n % 5 == 0:
-            sync()
     sync()
-    per = (time.perf_counter() - t0) / n
-    steps = torch.tensor([max(5, math.ceil(1.05 * a.window / per))], dtype=torch.int64)
+    per = (time.perf_counter() - tp) / 10
+    steps = torch.tensor([max(5, math.ceil(1.1 * a.window / per))], dtype=torch.int64, device=dev)  # NCCL: on GPU
     dist.broadcast(steps, 0)
     steps_n = int(steps.item())
     log(f"warm-up {n} steps, {1e3 * per:.1f} ms/step; {steps_n} steps per window")
@@ -194,6 +200,11 @@ def main() -> int:
         return r
 
     res: dict = {"rank": rank, "world_size": world, "static": nv.static() if nv else {}, "before": nv.read() if nv else {}}
+    if not a.dry_run:  # to check that this rank's NVML device is its CUDA device
+        pr = torch.cuda.get_device_properties(dev)
+        res["cuda_pci"] = "%04x:%02x:%02x" % tuple(getattr(pr, k, 0) for k in ("pci_domain_id", "pci_bus_id",  # noqa: UP031
+                                                                                   "pci_device_id"))
+        res["cuda_name"] = pr.name
     res["windows"] = [window(f"ddp{i}") for i in range(a.windows)]
     res["no_sync"] = window("no_sync", no_sync=True)
     res["windows"].append(window(f"ddp{a.windows}"))
