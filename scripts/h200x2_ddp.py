@@ -106,7 +106,8 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=8, help="per-GPU batch size")
+    ap.add_argument("--batch", type=int, default=16, help="per-GPU batch size (large enough that the GPU, not the "
+                    "host, sets the pace, also under the profiler)")
     ap.add_argument("--window", type=float, default=10.0, help="seconds per measured window")
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up steps")
