@@ -1,7 +1,8 @@
 """A sweep spread over several GPUs on Ray: one actor per GPU measures its share, into one resumable output.
 
 The work (setting × kernel unit × repeat) is split by setting, round-robin in the sweep's order, so each GPU changes
-its clocks once per setting it owns (the single-GPU sweep's rule). Actor ``g`` runs ``run_sweep`` on its share into
+its clocks once per setting it owns (the single-GPU sweep's rule); with fewer settings than GPUs (an observe-only
+sweep at auto has one) the units are dealt round-robin instead. Actor ``g`` runs ``run_sweep`` on its share into
 its own part file ``OUT.gpuG.part.csv`` — appended and flushed row by row, resumable exactly like a single sweep —
 and when all are done the driver merges the parts into ``OUT`` in the sweep's order (settings, then units, then
 repeats) and deletes them. A sweep killed at any point and run again skips every row already in ``OUT`` or in a part
@@ -76,7 +77,7 @@ def merge_parts(out: str | Path, settings: list[tuple[int, int]], kernel_order: 
 
 
 def run_sweep_share(g: int, backend_kind: str, gpu: str, trace_ref: str, share: list[tuple[int, int]], out: str,
-                    done: set, kw: dict[str, Any]) -> int:
+                    done: set, kw: dict[str, Any], unit_share: tuple[int, int] | None = None) -> int:
     """Actor body: measure this GPU's share into its part file, skipping rows ``done`` elsewhere. Returns rows
     written by this call."""
     from hw_backend.nvml import NvmlBackend
@@ -109,8 +110,9 @@ def run_sweep_share(g: int, backend_kind: str, gpu: str, trace_ref: str, share: 
     units = {u.keys[0] for u in wl.units()}
     reps = int(kw.get("repeats", 1))
     only = {}
-    for u in wl.units():
-        left = [s for s in share if any((u.keys[0], s[0], s[1], r) not in done for r in range(reps))]
+    for i, u in enumerate(wl.units()):
+        mine = unit_share is None or i % unit_share[1] == unit_share[0]
+        left = [s for s in share if mine and any((u.keys[0], s[0], s[1], r) not in done for r in range(reps))]
         only[u.name] = left
     if any(only.values()):
         run_sweep(be, wl, spec, share, part, only=only, **{k: v for k, v in kw.items() if k != "seed"})
@@ -146,7 +148,8 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
     from kdvfs.bundled import load_trace_by_name
 
     out = Path(out)
-    shares = split_settings(settings, gpus)
+    by_units = len(settings) < gpus
+    shares = [list(settings)] * gpus if by_units else split_settings(settings, gpus)
     done = set(done_rows(out))
     for p in out.parent.glob(f"{out.name}.gpu*.part.csv"):
         done |= done_rows(p)
@@ -165,7 +168,8 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
         opts: dict[str, Any] = {"num_gpus": 1} if backend_kind == "nvml" else {"num_cpus": 0}
         actor = ray.remote(**opts)(ShareActor)
         actors = {g: actor.remote(g) for g in range(gpus) if shares[g]}
-        refs = [a.run.remote(backend_kind, gpu, trace_ref, shares[g], str(out), done, dict(kw))
+        refs = [a.run.remote(backend_kind, gpu, trace_ref, shares[g], str(out), done, dict(kw),
+                             (g, gpus) if by_units else None)
                 for g, a in actors.items()]
         written = ray.get(refs)
         for a in actors.values():
@@ -176,4 +180,5 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
     trace = load_trace_by_name(trace_ref)
     n = merge_parts(out, settings, list(trace.kernel_keys))
     return {"gpus": gpus, "rows": n, "written": [int(x) for x in written],
+            "split": "units" if by_units else "settings",
             "settings_per_gpu": [[f"{fmt_clock(c)}:{fmt_clock(m)}" for c, m in s] for s in shares]}

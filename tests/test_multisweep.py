@@ -67,5 +67,11 @@ def test_ray_sweep_two_fake_gpus_resumes(tmp_path):
         # run again: nothing left to measure, output unchanged
         again = ray_sweep("fake", "rtx3080ti", "gpt3xl-llmc-rtx3080ti", SETTINGS, out, 2, **kw)
         assert again["written"] == [0, 0] and _keys(out) == keys
+        # an observe-only sweep at auto (one setting) on two GPUs: the units are dealt out instead
+        out2 = tmp_path / "auto.csv"
+        kw2 = dict(kw, allow_clock_control=False)
+        info2 = ray_sweep("fake", "rtx3080ti", "gpt3xl-llmc-rtx3080ti", [(0, 0)], out2, 2, **kw2)
+        n = len(trace.kernel_keys)
+        assert info2["split"] == "units" and info2["written"] == [(n + 1) // 2, n // 2] and info2["rows"] == n
     finally:
         ray.shutdown()
