@@ -109,3 +109,11 @@ def test_carried_scaling_rows_split_the_batch(setup):
     assert rows[1]["auto_time_s"] < rows[0]["auto_time_s"] / 4
     tp = scaling_rows(pb, spec, sched, cfg, [4], "tp")[0]
     assert tp["tp"] == 4 and tp["batch"] == 40 and tp["energy_change_pct"] < 0
+
+
+def test_whatif_carries_to_batch(capsys):
+    code, out, _ = run_cli(["whatif", "--batch", "4", "--preset-latency-only", "--executor", "serial", "--policy", "auto",
+                            "--policy", "ideal", "--mechanism", "predictive", "--json"], capsys)
+    rows = json.loads(out)
+    assert code == 0 and [r["policy"] for r in rows] == ["auto", "ideal"] and all(r["batch"] == 4 for r in rows)
+    assert rows[0]["time_change_pct"] == pytest.approx(0, abs=1e-9) and rows[1]["energy_change_pct"] < -10
