@@ -38,6 +38,9 @@ def cmd_simulate(a) -> int:
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
+    if a.parallel == "tp" and a.gpus > 1 and a.tp == 1:
+        # tensor parallelism shards each kernel's work (kdvfs.scaling), not its time: one shard with its all-reduces
+        a.tp, a.gpus = a.gpus, 1
     if a.batch is not None or a.tp != 1:
         return _carried(a, pb, sched, spec, cfg)
     r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled)
