@@ -91,4 +91,8 @@ def make_executor(spec: str = "local") -> Executor:
         return RayExecutor(None)
     if spec.startswith("ray://"):
         return RayExecutor(spec)
-    raise InputError(f"executor {spec!r} is not local, serial, ray or ray://HOST:PORT")
+    if spec.startswith("ray:") and len(spec) > 4:
+        # a cluster started with `ray start --head` (ray:auto on one of its nodes, or ray:HOST:PORT of its GCS);
+        # unlike ray://, it needs no Ray Client server
+        return RayExecutor(spec[4:])
+    raise InputError(f"executor {spec!r} is not local, serial, ray, ray:auto, ray:HOST:PORT or ray://HOST:PORT")

@@ -18,10 +18,13 @@ from kdvfs.errors import InputError
 from kdvfs.executor import Executor
 from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.modes import Mechanism, Policy
+from kdvfs.optimize.policies import policy_schedule
 from kdvfs.optimize.problem import Problem
 from kdvfs.profile import load_profile
 from kdvfs.switching import SwitchCosts
 from kdvfs.trace import load_trace
+from simulator.api import simulate
+from simulator.engine import SimConfig
 from simulator.evaluate import evaluate_policy
 
 __all__ = ["POLICIES", "Scenario", "default_latencies", "grid", "run_scenario", "run_grid"]
@@ -83,30 +86,68 @@ def _switch(sc: Scenario) -> SwitchModel:
     return dataclasses.replace(base, spread=0.0)
 
 
-def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limiter: bool = False) -> dict:
+def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limiter: bool = False,
+                 size: tuple[int | None, int] | None = None) -> dict:
     """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs).
 
-    ``limiter``: under the card's power limiter, with the limiter-aware choices (``simulator.limited_whatif``)."""
+    ``limiter``: under the card's power limiter, with the limiter-aware choices (``simulator.limited_whatif``).
+    ``size``: (per-GPU batch, tensor-parallel degree): the schedule is chosen at the trace's own size and simulated
+    at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both)."""
     pb = _problem(trace_ref, profile_ref)
     spec = get_gpu(card)
     sw = _switch(sc)
     if limiter:
+        if size is not None:
+            raise InputError("the power limiter is simulated at the trace's own size; drop --batch/--tp or give "
+                             "--limiter off")
         from simulator.limited_whatif import limited_scenario_row
 
         r = limited_scenario_row(trace_ref, pb, card, sc.policy, sw, sc.mechanism, sc.slack_pct)
         return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
                 "slack_pct": sc.slack_pct, "time_change_pct": r["time_change_pct"],
                 "energy_change_pct": r["energy_change_pct"], "switches": int(r["switches"])}
-    r = evaluate_policy(pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct, SwitchCosts.for_gpu(spec))
+    costs = SwitchCosts.for_gpu(spec)
+    if size is None:
+        ev = evaluate_policy(pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct, costs)
+        return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
+                "slack_pct": sc.slack_pct, "time_change_pct": ev.time_change_pct,
+                "energy_change_pct": ev.energy_change_pct, "switches": ev.switches}
+    key = (trace_ref, profile_ref, card, size)
+    if key not in _CACHE:
+        from kdvfs.scaling import scaled_for
+
+        _CACHE[key] = scaled_for(pb, spec, size[0], size[1])
+    sim_pb, scl = _CACHE[key]
+    extra_t, extra_e = scl.collective_time_s, scl.collective_energy_j
+    from simulator.carried import carry
+
+    sched = carry(policy_schedule(pb, sc.policy, sc.slack_pct, sw, sc.mechanism, costs), pb.trace, sim_pb.trace, spec)
+    if sc.policy == "ideal":
+        t, e = _free(sim_pb, sched)
+        n = sched.switches
+    else:
+        r = simulate(sim_pb.trace, sim_pb.profile, sched, spec, SimConfig(mechanism=sc.mechanism, switch=sw, costs=costs),
+                     path="fast")
+        t, e, n = r.time_s, r.energy_j, r.switches
+    at, ae = sim_pb.auto_time_s + extra_t, sim_pb.auto_energy_j + extra_e
+    t, e = t + extra_t, e + extra_e
     return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
-            "slack_pct": sc.slack_pct, "time_change_pct": r.time_change_pct,
-            "energy_change_pct": r.energy_change_pct, "switches": r.switches}
+            "slack_pct": sc.slack_pct, "time_change_pct": 100 * (t / at - 1), "energy_change_pct": 100 * (e / ae - 1),
+            "switches": int(n), "batch": size[0] or pb.trace.batch_size, "tp": size[1]}
+
+
+def _free(pb: Problem, sched) -> tuple[float, float]:
+    """Time and energy of a schedule with free switching."""
+    s = pb.instance_setting_index(sched)
+    inst = pb.trace.instances()
+    return float(pb.T[inst, s].sum()), float(pb.E[inst, s].sum())
 
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
-             progress: Callable[[int], None] | None = None, limiter: bool = False) -> list[dict]:
+             progress: Callable[[int], None] | None = None, limiter: bool = False,
+             size: tuple[int | None, int] | None = None) -> list[dict]:
     rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter) for sc in scenarios]):
+    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter, size) for sc in scenarios]):
         rows.append(r)
         if progress:
             progress(1)

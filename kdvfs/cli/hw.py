@@ -82,6 +82,16 @@ def cmd_sweep(a) -> int:
     kw = dict(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, allow_clock_control=a.allow_clock_control,
               min_steps=a.min_steps)
     t0 = time.perf_counter()
+    if a.gpus > 1:
+        from hw_backend.multisweep import ray_sweep
+
+        if a.sparse:
+            raise InputError("--sparse runs on one GPU (each round depends on the last); drop --gpus or --sparse")
+        info = ray_sweep(a.backend, a.gpu, a.trace, settings, a.output, a.gpus, address=a.ray_address,
+                         seed=a.seed, noise=a.noise, noise_p=a.noise, **kw)
+        doc = dict(info, output=a.output, seconds=time.perf_counter() - t0)
+        print_json(doc) if a.json else c.print(f"sweep over {a.gpus} GPUs written to {a.output} ({info['rows']} rows)")
+        return 0
     err = make_console(sys.stderr)  # progress on stderr: stdout stays clean for --json
     with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
                   disable=not err.is_terminal) as prog:
@@ -163,6 +173,8 @@ def register(sub, j) -> None:
     sp.add_argument("--settings", default="study", help="study, all, or CORE:MEM,… (auto allowed)")
     sp.add_argument("--repeats", type=int, default=1)
     sp.add_argument("--sparse", action="store_true", help="measure a few settings, fit, then around the optimum")
+    sp.add_argument("--gpus", type=int, default=1, help="spread the sweep over N GPUs, one Ray actor each")
+    sp.add_argument("--ray-address", help="--gpus: a running Ray cluster (auto, ray://HOST:PORT); default local")
     sp.add_argument("-o", "--output", required=True)
     sp.add_argument("--fake-state", help=argparse_hidden())
     sp.set_defaults(fn=cmd_sweep)

@@ -101,11 +101,48 @@ def print_table2(c, rows: list[dict], title: str) -> None:
             "clocks from noisy measurements, as the study did)")
 
 
+def _reproduce_scaling(a) -> int:
+    """The study's batch and tensor-parallel experiment: its kernel-level global strict-waste clocks (chosen at batch
+    40, degree 1) carried to batch 1…40 and degree 1…16, against auto at each size (``kdvfs.scaling``)."""
+    import json
+    from pathlib import Path
+
+    from kdvfs.cli.common import write_csv
+    from kdvfs.gpus import get_gpu
+    from kdvfs.optimize import allocate_schedule
+    from kdvfs.plots_multi import plot_carried
+    from kdvfs.reproduce import study_problem
+    from kdvfs.scaling import scaling_experiment
+
+    pb = study_problem()
+    sched = allocate_schedule(pb, "kernel")
+    rows = scaling_experiment(pb, get_gpu("rtx3080ti"), sched, [1, 2, 4, 8, 16, 32, 40], [1, 2, 4, 8, 16])
+    if a.output:
+        d = Path(a.output)
+        d.mkdir(parents=True, exist_ok=True)
+        write_csv(rows, d / "scaling.csv")
+        (d / "scaling.json").write_text(json.dumps(rows, indent=1) + "\n")
+        plot_carried(rows, d / "scaling.png", "GPT-3 XL, RTX 3080 Ti: kernel-level clocks chosen at batch 40, carried "
+                     "(model prediction)")
+    if a.json:
+        print_json(rows)
+        return 0
+    out(a).print(table("the study's clocks (chosen at batch 40, degree 1) at other sizes, against auto there "
+                       "(calibrated model scaled by kdvfs.scaling; free switching)",
+                       ["experiment", "batch", "TP", "Δt %", "ΔE %", "kernels Δt %", "kernels ΔE %", "TP comm (s)"],
+                       [[r["experiment"], r["batch"], r["tp"], f"{r['time_change_pct']:+.2f}",
+                         f"{r['energy_change_pct']:+.2f}", f"{r['kernels_time_change_pct']:+.2f}",
+                         f"{r['kernels_energy_change_pct']:+.2f}", f"{r['collective_time_s']:.3g}"] for r in rows]))
+    return 0
+
+
 def cmd_reproduce(a) -> int:
     from kdvfs.reproduce import MeasurementNoise, reproduce_spaan2026, reproduce_spaan2026_measured
 
     if a.study != "spaan2026":
         raise InputError(f"unknown study {a.study!r}; known: spaan2026")
+    if a.scaling:
+        return _reproduce_scaling(a)
     if not a.noise:
         given = [f for f in ("noise_time_pct", "noise_energy_pct", "seeds", "seed") if getattr(a, f) is not None]
         if given:
@@ -238,6 +275,9 @@ def register(sub, j) -> None:
                     help="scatter of one measured energy, percent (default: measured, 0.36)")
     sp.add_argument("--seeds", type=int, help="simulated sweeps (default 20)")
     sp.add_argument("--seed", type=int, help="first random seed (default 0)")
+    sp.add_argument("--scaling", action="store_true",
+                    help="the study's clocks carried to per-GPU batch 1…40 and tensor-parallel degree 1…16")
+    sp.add_argument("-o", "--output", help="--scaling: folder for scaling.csv, scaling.json and scaling.png")
     sp.set_defaults(fn=cmd_reproduce)
 
     sp = j(opt_common(sub.add_parser("compare", help="auto, pass-level, kernel ideal/naive and switch-aware under one switch model")))

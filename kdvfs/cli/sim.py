@@ -42,6 +42,11 @@ def cmd_simulate(a) -> int:
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
+    if a.parallel == "tp" and a.gpus > 1 and a.tp == 1:
+        # tensor parallelism shards each kernel's work (kdvfs.scaling), not its time: one shard with its all-reduces
+        a.tp, a.gpus = a.gpus, 1
+    if a.batch is not None or a.tp != 1:
+        return _carried(a, pb, sched, spec, cfg)
     lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
     lim_kw = {}
     if lim is not None:
@@ -92,20 +97,40 @@ def _unthrottled(pb, spec):
     return ev.time_s, ev.power_w
 
 
+def _carried(a, pb, sched, spec, cfg) -> int:
+    """``--batch``/``--tp``: the schedule (chosen at the trace's own size) simulated at another per-GPU batch size or
+    tensor-parallel shard, against auto at that size (``simulator.carried``); one GPU's shard, its all-reduces added."""
+    from simulator.carried import simulate_carried
+
+    if a.gpus != 1 or a.governor_lag > 0:
+        raise InputError("--batch/--tp simulate one GPU's share (all shards alike); drop --gpus and --governor-lag")
+    doc = simulate_carried(pb, spec, sched, cfg, a.batch, a.tp, a.hidden, path=a.path)
+    doc["mechanism"] = a.mechanism
+    if a.json:
+        print_json(doc)
+        return 0
+    make_console().print(
+        f"{pb.trace.name} under {a.schedule} carried to batch {doc['batch']}, tensor-parallel degree {doc['tp']} on "
+        f"{spec.name} ({a.mechanism} switching) [{doc['path']}]: {doc['time_s']:.6g} s, {doc['energy_j']:.6g} J per "
+        f"GPU against auto {doc['auto_time_s']:.6g} s, {doc['auto_energy_j']:.6g} J ({doc['time_change_pct']:+.3f} % "
+        f"time, {doc['energy_change_pct']:+.3f} % energy; {doc['communication_s']:.4g} s of tensor-parallel "
+        "all-reduce in both)")
+    return 0
+
+
 def _scaling(a, pb, sched, spec, cfg) -> int:
     """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
-    from kdvfs.optimize import allocate_schedule
     from kdvfs.plots import plot_scaling
-    from simulator import scaling_report
+    from simulator.carried import scaling_rows
 
     try:
         counts = [int(x) for x in a.scaling.split(",")]
     except ValueError:
         raise InputError(f"--scaling {a.scaling!r} must be GPU counts separated by commas, e.g. 1,2,4,8,16") from None
-    auto = allocate_schedule(pb, "static", auto=True)
     rows = []
+    # dp: the trace's batch as the global batch, split over the GPUs; tp: the layers split into shards (kdvfs.scaling)
     for mode in ([a.parallel] if a.parallel_given else ["dp", "tp"]):
-        rows += scaling_report(pb.trace, pb.profile, sched, auto, spec, cfg, counts, mode, overlap=a.overlap)
+        rows += scaling_rows(pb, spec, sched, cfg, counts, mode, a.hidden, path=a.path)
     if a.scaling_png:
         plot_scaling(rows, a.scaling_png, f"{pb.trace.name}: schedule vs auto on N GPUs")
     if a.json:
@@ -118,7 +143,8 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
-def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False):
+def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
+            size=None):
     from kdvfs.executor import make_executor
     from simulator.whatif import run_grid
 
@@ -127,7 +153,7 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
         with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
             rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
-                            limiter=limiter)
+                            limiter=limiter, size=size)
     finally:
         ex.close()
     return rows
@@ -161,7 +187,9 @@ def cmd_whatif(a) -> int:
     c = make_console()
     t0 = time.perf_counter()
     lim = limiter_of(a, get_gpu(card))
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None)
+    size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
+    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
+                   size=size)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
         png = Path(a.png or Path(a.output).with_suffix(".png"))
@@ -269,9 +297,13 @@ def register(sub, j) -> None:
                     help="seconds the driver takes to throttle a newly landed setting that exceeds the cap (engine)")
     sp.add_argument("--gpus", type=int, default=1)
     sp.add_argument("--parallel", choices=["dp", "tp"])
-    sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: report savings against auto for each")
+    sp.add_argument("--scaling", help="GPU counts, e.g. 1,2,4,8,16: savings against auto for each (dp: the trace's "
+                                      "batch split over the GPUs; tp: the layers split into shards)")
     sp.add_argument("--scaling-png", help="figure of --scaling")
     sp.add_argument("--overlap", action="store_true", help="DP: bucketed all-reduce overlapped with backward")
+    sp.add_argument("--batch", type=int, help="per-GPU batch size to carry the schedule to (kernels scaled by work)")
+    sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree to carry the schedule to (one shard)")
+    sp.add_argument("--hidden", type=int, default=2048, help="--tp: model hidden size, for the activation all-reduces")
     sp.add_argument("--path", choices=["auto", "engine", "fast"], default="auto")
     sp.add_argument("--timeline", help="write a Chrome trace JSON (Perfetto)")
     add_limiter_arg(sp)
@@ -288,7 +320,10 @@ def register(sub, j) -> None:
     sp.add_argument("--mechanism", action="append", choices=["sync", "callback", "predictive"])
     sp.add_argument("--policy", action="append", choices=["auto", "pass", "ideal", "naive", "switch-aware"])
     sp.add_argument("--slack", type=float, action="append")
-    sp.add_argument("--executor", default="local", help="local, serial, ray or ray://HOST:PORT")
+    sp.add_argument("--executor", default="local", help="local, serial, ray (local instance), ray:auto or ray:HOST:PORT (a cluster from `ray start --head`), "
+                         "ray://HOST:PORT (Ray Client)")
+    sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
+    sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
     sp.add_argument("--png")
     add_limiter_arg(sp)

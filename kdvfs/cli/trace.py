@@ -57,7 +57,11 @@ def cmd_trace_import(a) -> int:
     from kdvfs.importers import import_kineto, import_spaan_csv
     from kdvfs.trace import save_trace
 
-    src = Path(a.file)
+    if len(a.file) > 1:
+        from kdvfs.cli.multi import import_ranks_verb
+
+        return import_ranks_verb(a)
+    src = Path(a.file[0])
     if not src.exists():
         raise InputError(f"file {str(src)!r} does not exist; check the path")
     if src.suffix == ".csv":
@@ -116,8 +120,9 @@ def register(sub, j) -> None:
     sp.add_argument("--list", action="store_true", help="list bundled traces")
     sp.set_defaults(fn=cmd_trace_show)
     sp = j(tr.add_parser("import", help="import a PyTorch profiler trace (.json/.json.gz) or the study's CSV"))
-    sp.add_argument("file")
+    sp.add_argument("file", nargs="+", help="one file, or one Kineto file per rank of a distributed step")
     sp.add_argument("-o", "--output", required=True)
+    sp.add_argument("--gpus-per-node", type=int, help="several ranks: GPUs per node of the machine they ran on")
     sp.add_argument("--name")
     sp.add_argument("--repeat", action="append",
                     help="SEGMENT=N: repeat count of a segment named by the recorder's kdvfs: labels (e.g. "

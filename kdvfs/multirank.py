@@ -1,0 +1,253 @@
+"""Multi-rank traces: one PyTorch profiler (Kineto) file per rank of a distributed step, imported into one multi-GPU
+trace (``kdvfs-ranks/1``).
+
+Each rank's file goes through the single-file importer (``kdvfs.importers.import_kineto``); on top of it this module
+keeps what a dependency graph across streams and ranks needs and a per-rank trace drops: for every kernel instance its
+recorded start, its launch time on the host (from the launching runtime call's correlation id) and its CUDA stream.
+Ranks are identified by the ``distributedInfo`` record PyTorch writes into each file (rank, world size, backend), or
+by the files' order when it is missing.
+
+Checks, each with one clear message: a rank missing or given twice, files from runs of different sizes (world
+sizes), ranks of different models (their compute kernels differ), ranks with different numbers of collectives (not
+the same step), and a world size the card layout cannot hold (more ranks per node than GPUs per node).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kdvfs.errors import FormatError, InputError
+from kdvfs.importers import import_kineto
+from kdvfs.trace import Trace, read_json_document, trace_from_dict, trace_to_dict
+
+__all__ = ["FORMAT", "RankTiming", "MultiTrace", "import_ranks", "load_multitrace", "save_multitrace"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = "kdvfs-ranks/1"
+_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+# ranks whose compute kernels differ by more than this share of instances are not the same model
+MAX_KERNEL_MISMATCH = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class RankTiming:
+    """Recorded timing of one rank's kernel instances (``trace.instances()`` order), seconds from the rank's first
+    kernel start.
+
+    Attributes:
+        start_s: when each instance started on the GPU.
+        launch_s: when the host launched it (NaN where the trace has no launching runtime call).
+        stream: CUDA stream of each instance (-1 where unknown).
+    """
+
+    start_s: np.ndarray
+    launch_s: np.ndarray
+    stream: np.ndarray
+
+
+@dataclass(frozen=True)
+class MultiTrace:
+    """One distributed training step: a trace and its recorded timing per rank.
+
+    Attributes:
+        name: identifier.
+        ranks: per rank (index = rank), its imported trace.
+        timing: per rank, its recorded timing.
+        backend: the distributed backend (``nccl``) when the files say.
+        gpus_per_node: GPUs per node the run had (ranks are packed onto nodes in order).
+    """
+
+    name: str
+    ranks: tuple[Trace, ...]
+    timing: tuple[RankTiming, ...]
+    backend: str = ""
+    gpus_per_node: int | None = None
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    def summary(self) -> dict[str, Any]:
+        rows = []
+        for r, (t, tm) in enumerate(zip(self.ranks, self.timing)):
+            ks = [t.kernels[i] for i in t.instances()]
+            dur = np.array([k.time_s for k in ks])
+            coll = np.array([k.category == "collective" for k in ks])
+            span = float((tm.start_s + dur).max() - tm.start_s.min())
+            rows.append({"rank": r, "instances": len(ks), "span_s": span, "kernel_time_s": float(dur.sum()),
+                         "collective_time_s": float(dur[coll].sum()), "collectives": int(coll.sum()),
+                         "streams": sorted({int(s) for s in tm.stream})})
+        return {"name": self.name, "world_size": self.world_size, "backend": self.backend, "ranks": rows}
+
+
+def _dist_info(doc: Any) -> Mapping[str, Any]:
+    info = doc.get("distributedInfo") if isinstance(doc, Mapping) else None
+    return info if isinstance(info, Mapping) else {}
+
+
+def _timing(doc: Any, trace: Trace, where: str) -> RankTiming:
+    """Match the trace's instances (event order) to the file's GPU events for their start, launch and stream."""
+    events = doc.get("traceEvents") if isinstance(doc, Mapping) else doc
+    runtime: dict[Any, float] = {}
+    gpu = []
+    for ev in events:
+        if not isinstance(ev, Mapping) or ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat", "")
+        args = ev.get("args") or {}
+        if cat in _GPU_CATS:
+            gpu.append(ev)
+        elif cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver") and "correlation" in args:
+            runtime[args["correlation"]] = float(ev.get("ts", 0))
+    gpu.sort(key=lambda e: (float(e["ts"]), e.get("args", {}).get("stream", 0)))
+    inst = [trace.kernels[i] for i in trace.instances()]
+    start, launch, stream = [], [], []
+    j = 0
+    for k in inst:
+        while j < len(gpu) and not (str(gpu[j].get("name", "kernel")) == k.name
+                                    and float(gpu[j]["dur"]) * 1e-6 == k.time_s):
+            j += 1
+        if j == len(gpu):
+            raise FormatError(f"{where}: kernel {k.name!r} of the imported trace is not among the file's GPU events; "
+                              "the file changed while reading it — import it again")
+        ev = gpu[j]
+        args = ev.get("args") or {}
+        start.append(float(ev["ts"]) * 1e-6)
+        lt = runtime.get(args.get("correlation"))
+        launch.append(np.nan if lt is None else lt * 1e-6)
+        s = args.get("stream")
+        stream.append(int(s) if isinstance(s, int) else -1)
+        j += 1
+    st = np.array(start)
+    t0 = st.min()
+    return RankTiming(st - t0, np.array(launch) - t0, np.array(stream, dtype=np.int64))
+
+
+def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str = "last",
+                 gpus_per_node: int | None = None, meta: Mapping[str, Any] | None = None) -> MultiTrace:
+    """Import one Kineto file per rank into one multi-GPU trace.
+
+    Args:
+        paths: the files, one per rank (any order when they carry ``distributedInfo``; else rank = position).
+        name: the multi-trace's name (default: the first file's stem).
+        step: as in ``import_kineto``: ``last`` keeps the last profiler step.
+        gpus_per_node: GPUs per node of the machine the step ran on; a world size that needs more ranks on a node
+            than it has GPUs is refused.
+        meta: trace metadata passed to each rank's import.
+    """
+    if not paths:
+        raise InputError("give one PyTorch profiler trace per rank (e.g. rank0.json.gz rank1.json.gz)")
+    docs = []
+    for p in paths:
+        p = Path(p)
+        docs.append((p, read_json_document(p, "PyTorch profiler trace")))
+    infos = [_dist_info(d) for _, d in docs]
+    has = [("rank" in i and "world_size" in i) for i in infos]
+    if any(has) and not all(has):
+        missing = [str(p) for (p, _), h in zip(docs, has) if not h]
+        raise InputError(f"{', '.join(missing)}: no distributedInfo (rank, world size) unlike the other files; give "
+                         "traces of one distributed run, recorded the same way")
+    if all(has):
+        worlds = {int(i["world_size"]) for i in infos}
+        if len(worlds) > 1:
+            raise InputError(f"the files come from runs of different sizes (world sizes {sorted(worlds)}); give the "
+                             "traces of one run")
+        world = worlds.pop()
+        by_rank: dict[int, tuple[Path, Any]] = {}
+        for (p, d), i in zip(docs, infos):
+            r = int(i["rank"])
+            if r in by_rank:
+                raise InputError(f"rank {r} is given twice ({by_rank[r][0]} and {p}); give one file per rank")
+            by_rank[r] = (p, d)
+        missing_r = sorted(set(range(world)) - set(by_rank))
+        if missing_r:
+            raise InputError(f"the run had {world} ranks but the trace of rank(s) {missing_r} is missing; give all "
+                             f"{world} files (one per rank)")
+        ordered = [by_rank[r] for r in range(world)]
+        backend = str(infos[0].get("backend", ""))
+    else:
+        ordered = docs
+        world = len(docs)
+        backend = ""
+    if gpus_per_node is not None:
+        if not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+            raise InputError(f"GPUs per node must be an integer ≥ 1, got {gpus_per_node!r}")
+        if world > gpus_per_node and world % gpus_per_node:
+            raise InputError(f"{world} ranks cannot be laid out on nodes of {gpus_per_node} GPUs (a world size above "
+                             "one node must be a multiple of the GPUs per node); check --gpus-per-node")
+    traces, timings = [], []
+    for r, (p, d) in enumerate(ordered):
+        imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
+        traces.append(imp.trace)
+        timings.append(_timing(d, imp.trace, f"rank {r} ({p})"))
+    _check_same_step(traces, [str(p) for p, _ in ordered])
+    return MultiTrace(name or Path(ordered[0][0]).name.split(".")[0], tuple(traces), tuple(timings), backend,
+                      gpus_per_node)
+
+
+def _check_same_step(traces: Sequence[Trace], where: Sequence[str]) -> None:
+    def names(t: Trace, coll: bool) -> Counter:
+        return Counter(k.name for k in (t.kernels[i] for i in t.instances()) if (k.category == "collective") == coll)
+
+    ref_c, ref_n = names(traces[0], False), names(traces[0], True)
+    for t, w in zip(traces[1:], where[1:]):
+        c = names(t, False)
+        diff = sum(((c - ref_c) + (ref_c - c)).values())
+        if diff > MAX_KERNEL_MISMATCH * max(sum(ref_c.values()), 1):
+            raise InputError(f"{w}: its compute kernels differ from rank 0's ({where[0]}) in {diff} of "
+                             f"{sum(ref_c.values())} instances: the ranks come from different models or steps; give "
+                             "the traces of one step of one run")
+        n = names(t, True)
+        if sum(n.values()) != sum(ref_n.values()):
+            raise InputError(f"{w}: {sum(n.values())} collective kernels against {sum(ref_n.values())} on rank 0: not "
+                             "the same step; record all ranks with the same profiler schedule")
+
+
+def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:
+    """Write the ``kdvfs-ranks/1`` document (gzipped when the name ends in ``.gz``)."""
+    import gzip
+    import json
+
+    path = Path(path)
+    doc = {"format": FORMAT, "name": mt.name, "backend": mt.backend, "gpus_per_node": mt.gpus_per_node,
+           "ranks": [{"rank": r, "trace": trace_to_dict(t),
+                      "timing": {"start_s": tm.start_s.tolist(),
+                                 "launch_s": [None if np.isnan(x) else x for x in tm.launch_s.tolist()],
+                                 "stream": tm.stream.tolist()}}
+                     for r, (t, tm) in enumerate(zip(mt.ranks, mt.timing))]}
+    text = json.dumps(doc) + "\n"
+    data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return path
+
+
+def load_multitrace(path: str | Path) -> MultiTrace:
+    doc = read_json_document(Path(path), "multi-rank trace")
+    where = f"multi-rank trace {str(path)!r}"
+    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
+        raise FormatError(f"{where}: not a {FORMAT} document; make one with `kdvfs trace import r0.json r1.json …`")
+    traces, timings = [], []
+    for rd in doc.get("ranks") or []:
+        t = trace_from_dict(rd["trace"], where=f"{where} rank {rd.get('rank')}")
+        tm = rd["timing"]
+        n = len(t.instances())
+        if not all(len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
+            raise FormatError(f"{where}: rank {rd.get('rank')}: timing arrays must have one entry per instance ({n})")
+        traces.append(t)
+        timings.append(RankTiming(np.array(tm["start_s"], dtype=float),
+                                  np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
+                                  np.array(tm["stream"], dtype=np.int64)))
+    if not traces:
+        raise FormatError(f"{where}: no ranks")
+    return MultiTrace(str(doc.get("name", "")), tuple(traces), tuple(timings), str(doc.get("backend", "")),
+                      doc.get("gpus_per_node"))
