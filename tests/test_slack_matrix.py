@@ -91,14 +91,16 @@ def test_switch_aware_and_switch_paying_pass_level_keep_the_slack(name, slack, m
             assert ev["time_s"] <= pb.auto_time_s * (1 + slack / 100) * (1 + REL), (s.solver, ev["time_change_pct"])
 
 
-def test_budget_at_the_fastest_time_is_auto_where_auto_is_fastest():
+def test_budget_at_the_fastest_time_takes_the_cheapest_of_the_fastest():
     pb = problem("gpt3xl-torch-h200-bf16")
     a = allocate(pb, "waste", 0.0, "kernel", "global", "milp")
     fastest = pb.T.min(axis=1)
     for k, c in enumerate(a.counts):
         (s,) = c
         assert pb.T[k, s] == fastest[k]
-        if pb.T[k, pb.auto] <= fastest[k]:
+        tied = np.flatnonzero(pb.T[k] == fastest[k])
+        assert pb.E[k, s] == pb.E[k, tied].min()
+        if pb.T[k, pb.auto] <= fastest[k] and pb.E[k, pb.auto] <= pb.E[k, tied].min():
             assert s == pb.auto
 
 
@@ -136,7 +138,9 @@ def test_fastest_allocation_meets_a_budget_below_the_solvers_tolerance():
     r = np.array([2, 1])
     for solve in (solve_fast, solve_milp):
         a = solve(T, E, r, 4.0, auto=0)
-        assert a.counts == ({0: 2}, {1: 1})  # auto (0) where it is fastest; the least time elsewhere
+        assert a.counts == ({1: 2}, {1: 1})  # the least energy among the settings tied at the least time
+    E2 = np.array([[4.0, 4.0, 1.0], [1.0, 9.0, 1.0]])
+    assert fastest_allocation(T, E2, r, auto=0).counts == ({0: 2}, {1: 1})  # auto on an energy tie
     assert fastest_allocation(T, E, r).counts == ({1: 2}, {1: 1})  # no auto: the least energy among the ties
 
 
