@@ -29,7 +29,7 @@ from kdvfs.trace import PASSES, Kernel, Segment, Trace
 from kdvfs.work import kernel_work
 
 __all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "categorize", "import_kineto", "import_spaan_csv",
-           "kernel_from_event"]
+           "kernel_from_event", "trace_stem"]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,16 @@ class KinetoImport:
     events: int = 0
 
 
+def trace_stem(path: str | Path) -> str:
+    """A trace's default name: its file name without the profiler's suffixes (``llama-0.5b.kineto.json.gz`` →
+    ``llama-0.5b``; a dot inside the name stays)."""
+    n = Path(path).name
+    for suf in (".gz", ".json", ".kineto", ".pt.trace", ".trace"):
+        if n.endswith(suf) and len(n) > len(suf):
+            n = n[: -len(suf)]
+    return n
+
+
 def kernel_from_event(ev: GpuEvent, op: str | None, input_dims: str | None, time_s: float) -> Kernel:
     """The one place a GPU event becomes a ``Kernel``: its name, launch configuration and the launching op with its
     input shapes (``input_dims``, the profiler's ``Input Dims`` as text) are all at hand here."""
@@ -228,7 +238,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
     notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
     trace = Trace(
-        name=name or path.name.split(".")[0], segments=tuple(segs), model=str(meta.get("model", "")),
+        name=name or trace_stem(path), segments=tuple(segs), model=str(meta.get("model", "")),
         batch_size=meta.get("batch_size", batch), seq_len=meta.get("seq_len", seq), gpu=str(meta.get("gpu") or dev),
         source=str(meta.get("source", f"PyTorch profiler trace {path.name}")), licence=str(meta.get("licence", "")),
         notes="; ".join(notes),

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from kdvfs.errors import FormatError, InputError
-from kdvfs.importers import import_kineto
+from kdvfs.importers import import_kineto, trace_stem
 from kdvfs.trace import Trace, read_json_document, trace_from_dict, trace_to_dict
 
 __all__ = ["FORMAT", "RankTiming", "MultiTrace", "import_ranks", "load_multitrace", "save_multitrace"]
@@ -189,7 +189,7 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
         traces.append(imp.trace)
         timings.append(_timing(d, imp.trace, f"rank {r} ({p})"))
     _check_same_step(traces, [str(p) for p, _ in ordered])
-    return MultiTrace(name or Path(ordered[0][0]).name.split(".")[0], tuple(traces), tuple(timings), backend,
+    return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)
 
 

@@ -62,3 +62,12 @@ def test_trace_import_cli(tmp_path, capsys):
     assert code == 0
     d = json.loads(o)
     assert d["assigned_time_share"] >= 0.95 and out.exists()
+
+
+def test_default_trace_name_keeps_dots_inside_the_name():
+    from kdvfs.importers import trace_stem
+
+    assert trace_stem("runs/llama-0.5b.kineto.json.gz") == "llama-0.5b"
+    assert trace_stem("step.pt.trace.json") == "step"
+    assert trace_stem("gpt2.json") == "gpt2"
+    assert trace_stem("model-v1.2.json.gz") == "model-v1.2"
