@@ -226,6 +226,15 @@ class TorchZoo:
         host0 = time.perf_counter()
         probes: list[tuple] = []  # (start event, end event)
         marks: list[tuple] = []  # (load, start event, end event)
+
+        def timed_probe(fn: Callable[[], None] = probe) -> None:
+            """One probe between its own start and end events (its duration gives the clock)."""
+            a = ev()
+            a.record()
+            fn()
+            b = ev()
+            b.record()
+            probes.append((a, b))
         for load, dur in phases:
             e0 = ev()
             e0.record()
@@ -245,24 +254,14 @@ class TorchZoo:
                 self._sync()
                 t_end = time.perf_counter() + dur
                 while time.perf_counter() < t_end:
-                    a = ev()
-                    a.record()
-                    probe()
-                    b = ev()
-                    b.record()
-                    probes.append((a, b))
+                    timed_probe()
                     time.sleep(0.005)
             elif load == "light":
                 n = max(1, int(dur / (n_light * t_light + t_probe)))
                 for _ in range(n):
                     for _ in range(n_light):
                         light()
-                    a = ev()
-                    a.record()
-                    probe()
-                    b = ev()
-                    b.record()
-                    probes.append((a, b))
+                    timed_probe()
             e1 = ev()
             e1.record()
             marks.append((load, e0, e1))
@@ -271,7 +270,7 @@ class TorchZoo:
         out = [{"start_s": ref.elapsed_time(a) / 1000.0, "end_s": ref.elapsed_time(b) / 1000.0, "load": load,
                 "kernel": {"heavy": PROBE.name, "probe-only": PROBE.name, "light": LIGHT.name}.get(load)}
                for load, a, b in marks]
-        del probe, light
+        del probe, light, timed_probe
         self.release()
         return {"raw": raw, "phases_out": out, "host_ref_s": host0,
                 "probe_estimate_s": t_probe, "light_estimate_s": t_light, "light_per_probe": n_light}

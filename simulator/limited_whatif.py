@@ -52,7 +52,7 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
         """The first schedule ``make(d)`` (planned with d points less slack) whose time under the limiter keeps the
         bound, simulated; all-auto when none does. Policies that pay their switches must keep the slack as every
         other path does (a plan priced in isolation can run slower once the limiter couples the kernels)."""
-        for d in sorted({0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, slack_pct} - {x for x in [slack_pct] if x < 0}):
+        for d in sorted({0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0} | ({slack_pct} if slack_pct > 0 else set())):
             try:
                 r = sim(make(d), paid)
             except KdvfsError:
