@@ -48,7 +48,7 @@ from kdvfs.work import (
 )
 
 __all__ = [
-    "FORMAT", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
     "PROBE",
 ]
 
@@ -69,6 +69,10 @@ class ZooKernel:
         dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
         shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
         causal: attention with a causal mask.
+        graph: > 0: one invocation is a CUDA-graph replay of this many launches of the op (no host launch gaps
+            between them: what a kernel itself draws, even one shorter than a launch); its work is theirs summed.
+        gap_s: after each invocation the host waits this long (spinning) before the next launch, so the GPU idles
+            between kernels at whatever clock the driver keeps: the power of a training step's host gaps.
     """
 
     name: str
@@ -77,11 +81,28 @@ class ZooKernel:
     dtype: str
     shape: tuple[int, ...]
     causal: bool = False
+    graph: int = 0
+    gap_s: float = 0.0
+
+    @property
+    def role(self) -> str:
+        """``kernel`` (the op's own draw), ``gap`` (the GPU idle between sparse launches, or with nothing launched)
+        or ``launch`` (tiny kernels launched back to back: the GPU waits on the host most of the time)."""
+        if self.op == "idle" or self.gap_s > 0:
+            return "gap"
+        return "launch" if self.name.startswith("launch_") else "kernel"
 
     @property
     def work(self) -> Work:
+        w = self._work1()
+        g = max(1, self.graph)
+        return w if g == 1 else Work(w.flops * g, w.bytes * g, w.dtype, w.tensor)
+
+    def _work1(self) -> Work:
         s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
         n = int(np.prod(s))
+        if self.op == "idle":
+            return Work(0.0, 0.0, d, False)
         if self.op == "gemm":
             return gemm_work(s[0], s[1], s[2], d, tf32=self.dtype == "tf32")
         if self.op in ("sdpa", "sdpa_bwd"):
@@ -143,6 +164,40 @@ def default_zoo() -> tuple[ZooKernel, ...]:
         ZooKernel("fill_bf16_1GiB", "copy", "fill", "bf16", (gib,)),
         ZooKernel("adamw_fp32_100M", "optimizer", "adamw", "fp32", (100_000_000,)),
     )
+
+
+def cache_gap_zoo() -> tuple[ZooKernel, ...]:
+    """The second set (session 5): what the first zoo lacked.
+
+    Working sets against the H200's 50 MB L2 — the same elementwise op and norm over tensors that stay in L2 and
+    over ones that do not, each as a CUDA-graph replay so that launch gaps do not dilute a short kernel's power — and
+    the GPU between kernels: tiny kernels launched back to back (launch-bound), a tiny kernel every 100 µs and every
+    1 ms (the host-gap power of a training step) and nothing launched at all (idle)."""
+    mib = 1 << 19  # bf16 elements of 1 MiB
+    return (
+        ZooKernel("add_bf16_4MiB_graph32", "elementwise", "add", "bf16", (4 * mib,), graph=32),
+        ZooKernel("add_bf16_16MiB_graph16", "elementwise", "add", "bf16", (16 * mib,), graph=16),
+        ZooKernel("add_bf16_64MiB_graph8", "elementwise", "add", "bf16", (64 * mib,), graph=8),
+        ZooKernel("gelu_bf16_8MiB_graph32", "elementwise", "gelu", "bf16", (8 * mib,), graph=32),
+        ZooKernel("gelu_bf16_64MiB_graph8", "elementwise", "gelu", "bf16", (64 * mib,), graph=8),
+        ZooKernel("relu_bf16_16MiB_graph16", "elementwise", "relu", "bf16", (16 * mib,), graph=16),
+        ZooKernel("layer_norm_bf16_4096x1024_graph32", "norm", "layer_norm", "bf16", (4096, 1024), graph=32),
+        ZooKernel("layer_norm_bf16_16384x2048_graph8", "norm", "layer_norm", "bf16", (16384, 2048), graph=8),
+        ZooKernel("softmax_bf16_16x16x512x512_graph8", "reduction", "softmax", "bf16", (16 * 16 * 512, 512), graph=8),
+        ZooKernel("gemm_bf16_1024_graph32", "gemm", "gemm", "bf16", (1024, 1024, 1024), graph=32),
+        ZooKernel("launch_add_bf16_4KiB", "elementwise", "add", "bf16", (2048,)),
+        ZooKernel("gap_add_bf16_4KiB_100us", "elementwise", "add", "bf16", (2048,), gap_s=1e-4),
+        ZooKernel("gap_add_bf16_4KiB_1ms", "elementwise", "add", "bf16", (2048,), gap_s=1e-3),
+        ZooKernel("idle_10ms", "other", "idle", "bf16", (1,), gap_s=1e-2),
+    )
+
+
+ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo}
+
+
+def full_zoo() -> tuple[ZooKernel, ...]:
+    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``."""
+    return default_zoo() + cache_gap_zoo()
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
@@ -410,7 +465,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         be: an observe-only backend (``NvmlBackend(observe_only=True)`` or over ``FakeNvml``).
         ex: the executor (``TorchZoo`` or ``FakeZoo``).
         out: the JSON file.
-        zoo: the kernels (default ``default_zoo()``).
+        zoo: the kernels (default ``full_zoo()``: both sets).
         window_s, warmup_s: per kernel, the measured window (≥ 5 s for the campaign) and the warm-up before it.
         steps: also run the step responses; ``step_scale`` scales their phase lengths (tests use short ones).
         threaded_sampler: sample NVML in a thread during step responses (real cards); else at each probe (fake).
@@ -422,7 +477,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
                                "--allow-clock-control); it never changes a clock, limit or mode")
     if window_s <= 0 or warmup_s < 0:
         raise InputError(f"characterize: window must be > 0 s and warm-up ≥ 0 s, got {window_s}, {warmup_s}")
-    zoo = tuple(default_zoo() if zoo is None else zoo)
+    zoo = tuple(full_zoo() if zoo is None else zoo)
     names = [k.name for k in zoo]
     if len(set(names)) != len(names):
         raise InputError("characterize: zoo kernel names must be unique")
@@ -501,7 +556,7 @@ class FakeZoo:
         from kdvfs.model import params_from_work
 
         self.fake = fake
-        self.zoo = tuple(default_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
+        self.zoo = tuple(full_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
         self.index = {k.name: i for i, k in enumerate(self.zoo)}
         self.reject = set(reject)
         ws = [k.work for k in self.zoo]
@@ -521,10 +576,17 @@ class FakeZoo:
 
     def launch(self, n: int) -> float:
         assert self.cur is not None
-        name = self.zoo[self.cur].name
-        if name in self.fake.replay:
-            return self.fake.run_recorded(name, n)
-        return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
+        k = self.zoo[self.cur]
+        if k.name in self.fake.replay:
+            return self.fake.run_recorded(k.name, n)
+        if k.gap_s <= 0:
+            return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
+        t = 0.0
+        for _ in range(n):  # the host's wait after each launch: the fake idles
+            t += self.fake.run_kernel(self.cur, 1) if k.op != "idle" else 0.0
+            self.fake.idle(k.gap_s)
+            t += k.gap_s
+        return t
 
     def wait(self, handle: float) -> float:
         return handle

@@ -27,11 +27,11 @@ def _say(msg: str) -> None:
 
 
 def cmd_characterize(a) -> int:
-    from hw_backend.characterize import FakeZoo, characterize, default_zoo
+    from hw_backend.characterize import ZOO_SETS, FakeZoo, characterize, full_zoo
     from hw_backend.nvml import NvmlBackend
 
     _refuse_control(a)
-    zoo = default_zoo()
+    zoo = full_zoo() if a.set == "all" else ZOO_SETS[a.set]()
     if a.only:
         want = [s.strip() for s in a.only.split(",") if s.strip()]
         known = {k.name for k in zoo}
@@ -137,6 +137,9 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
+    sp.add_argument("--set", choices=["all", "base", "cache-gaps"], default="all",
+                    help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
+                         "power, idle) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
     sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
