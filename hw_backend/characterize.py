@@ -48,7 +48,7 @@ from kdvfs.work import (
 )
 
 __all__ = [
-    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "step_shape_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
     "PROBE",
 ]
 
@@ -119,8 +119,8 @@ class ZooKernel:
             return softmax_work(n, d)
         if self.op in ("copy", "transpose"):
             return copy_work(n, d)
-        if self.op == "cast":
-            return copy_work(n, d, out_dtype="fp32")
+        if self.op == "cast":  # 16-bit up to fp32, fp32 down to bf16 (autocast's weight casts)
+            return copy_work(n, d, out_dtype="bf16" if d == "fp32" else "fp32")
         if self.op == "fill":
             return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
@@ -192,12 +192,29 @@ def cache_gap_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
-ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo}
+def step_shape_zoo() -> tuple[ZooKernel, ...]:
+    """The third set (session 5): kernels at the shapes real training steps launch — GEMMs of GPT-2/BERT-medium,
+    Llama, Qwen2 and the GPT-3 XL block at 8–16 k tokens, which the driver may not throttle alone, and the elementwise,
+    cast, norm and loss-softmax kernels of those steps at their sizes."""
+    mib = 1 << 19
+    return (
+        _g("bf16", 16384, 1024, 1024), _g("bf16", 16384, 3072, 1024), _g("bf16", 16384, 4096, 1024),
+        _g("bf16", 16384, 1024, 4096), _g("bf16", 16384, 2048, 2048), _g("bf16", 16384, 5632, 2048),
+        _g("bf16", 8192, 4864, 896), _g("bf16", 8192, 896, 4864),
+        ZooKernel("add_bf16_32MiB_graph8", "elementwise", "add", "bf16", (32 * mib,), graph=8),
+        ZooKernel("gelu_bf16_128MiB", "elementwise", "gelu", "bf16", (128 * mib,)),
+        ZooKernel("cast_fp32_to_bf16_16MiB_graph16", "copy", "cast", "fp32", (8 * mib,), graph=16),
+        ZooKernel("layer_norm_bf16_16384x1024_graph8", "norm", "layer_norm", "bf16", (16384, 1024), graph=8),
+        ZooKernel("softmax_fp32_8192x50272", "reduction", "softmax", "fp32", (8192, 50272)),
+    )
+
+
+ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
-    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``."""
-    return default_zoo() + cache_gap_zoo()
+    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo`` and ``step_shape_zoo``."""
+    return default_zoo() + cache_gap_zoo() + step_shape_zoo()
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
@@ -356,7 +373,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
     med = float(statistics.median(per))
     return {
         "name": k.name, "category": k.category, "op": k.op, "dtype": k.dtype, "shape": list(k.shape),
-        "causal": k.causal, "flops": w.flops, "bytes": w.bytes,
+        "causal": k.causal, "graph": k.graph, "gap_s": k.gap_s, "role": k.role, "flops": w.flops, "bytes": w.bytes,
         "time_s": med, "time_mean_s": span / iters, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
         "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct([r[3] for r in rows], 50),
         "power_instant_w_median": _pct(inst, 50) if inst else None,

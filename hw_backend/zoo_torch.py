@@ -158,9 +158,9 @@ class TorchZoo:
             c = torch.empty(s[1], s[0], device=dev, dtype=dt)
             self._keep.append(c)
             return lambda: c.copy_(a.t())
-        if k.op == "cast":
+        if k.op == "cast":  # 16-bit up to fp32; fp32 down to bf16
             a = rnd(*s)
-            c = torch.empty(*s, device=dev, dtype=torch.float32)
+            c = torch.empty(*s, device=dev, dtype=torch.bfloat16 if dt == torch.float32 else torch.float32)
             self._keep.append(c)
             return lambda: c.copy_(a)
         if k.op == "fill":

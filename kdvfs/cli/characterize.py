@@ -106,7 +106,8 @@ def cmd_calibrate_h200(a) -> int:
     from kdvfs.gpus import H200_FIT_FILE
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
-    doc = run_h200_fit(a.data, command=cmd)
+    d = "validation/h200/characterization/"
+    doc = run_h200_fit(a.data or [d + "characterization.json.gz", d + "characterization2.json.gz"], command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:
@@ -137,9 +138,9 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
-    sp.add_argument("--set", choices=["all", "base", "cache-gaps"], default="all",
+    sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes"], default="all",
                     help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
-                         "power, idle) or all (default: %(default)s)")
+                         "power, idle), step-shapes (kernels at real training steps' shapes) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
     sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
@@ -162,8 +163,9 @@ def register(sub, j) -> None:
     sp.set_defaults(fn=cmd_steps)
 
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
-    sp.add_argument("--data", default="validation/h200/characterization/characterization.json.gz",
-                    help="the characterisation file to fit to (default: %(default)s)")
+    sp.add_argument("--data", action="append",
+                    help="a characterisation file to fit to (repeatable; default: "
+                         "validation/h200/characterization/characterization.json.gz and characterization2.json.gz)")
     sp.add_argument("-o", "--output", default="validation/h200/characterization/fit.json")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
     sp.add_argument("--command", help=_hidden())
