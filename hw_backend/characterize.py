@@ -48,7 +48,7 @@ from kdvfs.work import (
 )
 
 __all__ = [
-    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "step_shape_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "duty_zoo", "step_shape_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
     "PROBE",
 ]
 
@@ -86,8 +86,12 @@ class ZooKernel:
 
     @property
     def role(self) -> str:
-        """``kernel`` (the op's own draw), ``gap`` (the GPU idle between sparse launches, or with nothing launched)
-        or ``launch`` (tiny kernels launched back to back: the GPU waits on the host most of the time)."""
+        """``kernel`` (the op's own draw), ``gap`` (the GPU idle between sparse launches, or with nothing launched),
+        ``launch`` (tiny kernels launched back to back: the GPU waits on the host most of the time) or ``duty`` (a
+        burst of ``graph`` launches, then ``gap_s`` idle: the window average stays below the cap, so the burst runs
+        at the clock the driver gives an unthrottled card — the power of a heavy kernel above its own capped clock)."""
+        if self.op != "idle" and self.gap_s > 0 and self.graph > 0:
+            return "duty"
         if self.op == "idle" or self.gap_s > 0:
             return "gap"
         return "launch" if self.name.startswith("launch_") else "kernel"
@@ -209,12 +213,33 @@ def step_shape_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
-ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo}
+def duty_zoo() -> tuple[ZooKernel, ...]:
+    """The fourth set (session 5): heavy kernels in duty cycles, and the unaligned vocabulary GEMMs.
+
+    Alone, every large GEMM sits at the cap (~690 W) at 1440–1740 MHz, which pins its FLOP rate but not how its power
+    grows with the clock; inside a training step the limiter's window also holds lighter kernels and host gaps, and
+    GEMMs run near the top clock. A burst of a few milliseconds followed by a few idle milliseconds keeps the window
+    below the cap: the burst's power at the clock it gets is (energy − idle share) / busy time. Also the language
+    model head's GEMMs of a vocabulary not a multiple of 8 (GPT-2's 50257, BERT's 30522), which take a slower kernel."""
+    return (
+        ZooKernel("duty_gemm_bf16_4096_x25_gap4ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=25, gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_4096_x25_gap8ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=25, gap_s=8e-3),
+        ZooKernel("duty_gemm_bf16_4096_x50_gap2ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=50, gap_s=2e-3),
+        ZooKernel("duty_gemm_bf16_16384x2048x2048_x20_gap4ms", "gemm", "gemm", "bf16", (16384, 2048, 2048), graph=20,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_16384x1024x1024_x60_gap4ms", "gemm", "gemm", "bf16", (16384, 1024, 1024), graph=60,
+                  gap_s=4e-3),
+        ZooKernel("duty_gelu_bf16_128MiB_x40_gap4ms", "elementwise", "gelu", "bf16", (1 << 26,), graph=40, gap_s=4e-3),
+        _g("bf16", 16384, 50257, 1024), _g("bf16", 16384, 1024, 50257), _g("bf16", 50257, 1024, 16384),
+    )
+
+
+ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
-    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo`` and ``step_shape_zoo``."""
-    return default_zoo() + cache_gap_zoo() + step_shape_zoo()
+    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo`` and ``duty_zoo``."""
+    return default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo()
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
@@ -361,6 +386,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
                     t_close = ex.now_s()
                     break
         ex.wait(pending)
+        extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
         span = t_close - t_open
         energy = (last - e_open) / 1000.0
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
@@ -383,7 +409,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         "mem_mhz": int(statistics.median([r[2] for r in rows])), "window_s": span, "invocations": iters, "batch": n,
         "clock_samples": len(rows), "temperature_c": temp,
         "achieved_tflops": w.flops / med / 1e12, "achieved_gbs": w.bytes / med / 1e9,
-        "cuda_kernels": launched,
+        "cuda_kernels": launched, **extra,
     }
 
 

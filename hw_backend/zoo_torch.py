@@ -45,6 +45,7 @@ class TorchZoo:
         self.torch = torch
         self.device = device
         self.fn: Callable[[], object] | None = None
+        self._bursts: list = []
         self._keep: list = []
         self._event = (lambda: torch.cuda.Event(enable_timing=True)) if device != "cpu" else _HostEvent
         self._sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
@@ -60,13 +61,34 @@ class TorchZoo:
             return base
         gap = k.gap_s
         clock = time.perf_counter
+        bursts = self._bursts = []
+        timed = k.role == "duty"
+        ev = self._event
 
         def with_gap() -> None:
-            base()
+            if timed:  # the burst's own GPU time (its clock may differ from the profiler's single run)
+                a, b = ev(), ev()
+                a.record()
+                base()
+                b.record()
+                b.synchronize()  # the gap starts when the burst ends, not when it is enqueued
+                if len(bursts) < 4000:
+                    bursts.append((a, b))
+            else:
+                base()
             end = clock() + gap
             while clock() < end:
                 pass
         return with_gap
+
+    def extra_record(self) -> dict:
+        """Measurements beside the generic ones: a duty entry's median burst time (GPU time of one replay)."""
+        bs = getattr(self, "_bursts", None)
+        if not bs:
+            return {}
+        self._sync()
+        ts = sorted(a.elapsed_time(b) / 1000.0 for a, b in bs[len(bs) // 4:])  # the first quarter is warm-up
+        return {"burst_time_s": ts[len(ts) // 2], "bursts_timed": len(ts)} if ts else {}
 
     def _graph(self, fn: Callable[[], object], times: int) -> Callable[[], object]:
         """``fn`` launched ``times`` times, captured once in a CUDA graph (a CPU dry run calls it in a loop)."""
@@ -197,6 +219,7 @@ class TorchZoo:
     def release(self) -> None:
         self.fn = None
         self._keep = []
+        self._bursts = []
         if self.device != "cpu":
             self.torch.cuda.empty_cache()
 
