@@ -74,7 +74,7 @@ def busy_fraction(r: dict) -> float:
     """The share of a zoo entry's time per invocation its GPU kernels fill: the profiler's device time of one
     invocation over the measured time, where that is below ``LAUNCH_BOUND_BUSY``; else 1 (the profiler ran once at
     the boost clock, so for a throttled kernel the ratio says nothing). CUDA-graph replays are busy throughout."""
-    if r.get("graph") or _graph_of(r) or r.get("role") == "gap":
+    if r.get("graph") or _graph_of(r) or r.get("role") in ("gap", "duty"):
         return 1.0
     ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)]
     if len(ck) >= 20 and not str(ck[-1].get("name", "")).startswith("(+"):
@@ -104,6 +104,11 @@ def zoo_rows(doc: dict) -> list[dict]:
         g = max(1, _graph_of(r))
         r["ws_bytes"] = float(r["bytes"]) / g
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
+        if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
+            if not r.get("burst_time_s"):
+                continue  # no burst timing recorded: the busy share is unknown
+            r["busy"] = min(1.0, float(r["burst_time_s"]) / float(r["time_s"]))
+            r["uncapped"] = True
         rows.append(r)
     if not rows:
         raise InputError("the characterisation file holds no measured zoo kernel; run `kdvfs characterize` first")
@@ -371,6 +376,13 @@ def transfer_work(trace, shaped):
                  (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
 
 
+def _replace_notes(trace, notes):
+    from kdvfs.trace import Trace
+
+    return Trace(trace.name, trace.segments, trace.model, trace.batch_size, trace.seq_len, trace.gpu,
+                 trace.capture_core_mhz, trace.capture_mem_mhz, trace.source, trace.licence, notes)
+
+
 def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:
     """Rebuild the bundled H200 traces' work and profiles: each trace takes the op-shape work of its shape-recorded
     twin (``validation/h200/steps/block-<prec>.kineto.json.gz``, the same workload on the same card), then its
@@ -391,8 +403,12 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
         tpath = root / "traces" / f"gpt3xl-torch-h200-{prec}.trace.json"
         shaped = import_kineto(root / "validation/h200/steps" / f"block-{prec}.kineto.json.gz", repeats=STAGE_REPEATS).trace
         trace = load_trace(tpath)
-        if not any(k.work_source for k in trace.kernels):
-            trace = transfer_work(trace, shaped)
+        new = transfer_work(trace, shaped)  # the importer's current work estimates (they improve; keep them in step)
+        if any((a.flops, a.bytes, a.dtype, a.math, a.work_source) != (b.flops, b.bytes, b.dtype, b.math, b.work_source)
+               for a, b in zip(trace.kernels, new.kernels)):
+            notes = trace.notes if (trace.notes or "").endswith(f"FLOPs/bytes from op shapes of {shaped.name}") \
+                else new.notes
+            trace = _replace_notes(new, notes)
             save_trace(trace, tpath)
         prof = build_profile(trace, spec, default_params(trace, spec), settings=settings, source="model")
         ppath = root / "traces" / f"gpt3xl-torch-h200-{prec}.profile.csv.gz"

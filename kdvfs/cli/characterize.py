@@ -107,7 +107,7 @@ def cmd_calibrate_h200(a) -> int:
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
     d = "validation/h200/characterization/"
-    doc = run_h200_fit(a.data or [d + "characterization.json.gz", d + "characterization2.json.gz"], command=cmd)
+    doc = run_h200_fit(a.data or [d + f"characterization{i}.json.gz" for i in ("", "2", "3", "4")], command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:
@@ -165,7 +165,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
-                         "validation/h200/characterization/characterization.json.gz and characterization2.json.gz)")
+                         "validation/h200/characterization/characterization.json.gz and characterization2/3/4.json.gz)")
     sp.add_argument("-o", "--output", default="validation/h200/characterization/fit.json")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
     sp.add_argument("--command", help=_hidden())
