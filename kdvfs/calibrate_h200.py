@@ -29,7 +29,7 @@ from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
-__all__ = ["FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
+__all__ = ["DEFAULT_DATA", "prepared_rows", "onset_rows", "gap_power", "busy_fraction", "FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -306,14 +306,25 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str]]:
     return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
 
 
+DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4"))
+"""The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
+zoo (session 4), then the cache-gaps, step-shapes and duty sets (session 5)."""
+
+
+def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
+    """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``, then the
+    probe's burst-onset row (``onset_rows``); the gap power from the ``gap`` entries (``gap_power``)."""
+    rows, gaps, paths, docs = load_rows(data)
+    return rows + onset_rows(docs), (gap_power(gaps) if gaps else None), paths, docs
+
+
 def run_h200_fit(data, command: str = "") -> dict:
     """The full fit (every zoo kernel of every file: what the h200 preset uses) and the held-out check (kernels in
     file-then-zoo order, even positions fitted, odd checked), as one document. ``data``: a characterisation file or a
     list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
     are predicted with; they are not fitted."""
-    rows, gaps, paths, docs = load_rows(data)
-    rows = rows + onset_rows(docs)
-    gap_w = gap_power(gaps) if gaps else None
+    rows, gap_w, paths, docs = prepared_rows(data)
+    gaps = load_rows(data)[1]
     x = fit_h200(rows, gap_w)
     spec = spec_from_vector(x)
     train = rows[0::2]

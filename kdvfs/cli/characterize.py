@@ -102,12 +102,11 @@ def cmd_calibrate_h200(a) -> int:
     from pathlib import Path
 
     from kdvfs.bundled import bundled_dir
-    from kdvfs.calibrate_h200 import run_h200_fit
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, run_h200_fit
     from kdvfs.gpus import H200_FIT_FILE
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
-    d = "validation/h200/characterization/"
-    doc = run_h200_fit(a.data or [d + f"characterization{i}.json.gz" for i in ("", "2", "3", "4")], command=cmd)
+    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:
