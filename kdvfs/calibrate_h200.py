@@ -56,7 +56,7 @@ time per invocation is launch-bound: the GPU waits on the host between its kerne
 
 
 def _zoo_defs() -> dict:
-    from hw_backend.characterize import full_zoo
+    from hw_backend.zoo import full_zoo
 
     return {k.name: k for k in full_zoo()}
 

@@ -18,7 +18,7 @@ OUT = ROOT / "validation/h200/fidelity"
 
 def _classes(fit: dict) -> dict:
     # the class of a zoo kernel: GEMMs by math, then the category; entries of the session-5 sets by role
-    from hw_backend.characterize import full_zoo
+    from hw_backend.zoo import full_zoo
 
     zoo = {k.name: k.category for k in full_zoo()}
     out: dict = defaultdict(list)
