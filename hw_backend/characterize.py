@@ -28,125 +28,33 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from kdvfs.errors import FormatError, HardwareError, InputError, ObserveOnlyError
-from kdvfs.work import (
-    Work,
-    attention_work,
-    copy_work,
-    elementwise_work,
-    gemm_work,
-    math_class,
-    norm_work,
-    reduction_work,
-    softmax_work,
+from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported where they were
+    LIGHT,
+    PROBE,
+    ZOO_SETS,
+    ZooKernel,
+    cache_gap_zoo,
+    default_zoo,
+    duty_zoo,
+    full_zoo,
+    step_shape_zoo,
 )
+from kdvfs.errors import FormatError, HardwareError, InputError, ObserveOnlyError
+from kdvfs.work import math_class
 
 __all__ = [
-    "FORMAT", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
+    "FORMAT", "ZOO_SETS", "cache_gap_zoo", "duty_zoo", "step_shape_zoo", "full_zoo", "FakeZoo", "Sampler", "reference_probe", "SkipKernel", "ZooKernel", "characterize", "default_zoo", "load_characterization",
     "PROBE",
 ]
 
 log = logging.getLogger(__name__)
 
 FORMAT = "kdvfs-characterization/1"
-
-
-@dataclass(frozen=True, slots=True)
-class ZooKernel:
-    """One kernel of the zoo.
-
-    Attributes:
-        name: unique name (``gemm_bf16_8192``).
-        category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
-        op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
-            ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``.
-        dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
-        shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
-        causal: attention with a causal mask.
-    """
-
-    name: str
-    category: str
-    op: str
-    dtype: str
-    shape: tuple[int, ...]
-    causal: bool = False
-
-    @property
-    def work(self) -> Work:
-        s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
-        n = int(np.prod(s))
-        if self.op == "gemm":
-            return gemm_work(s[0], s[1], s[2], d, tf32=self.dtype == "tf32")
-        if self.op in ("sdpa", "sdpa_bwd"):
-            return attention_work(s[0], s[1], s[2], s[2], s[3], d, causal=self.causal, backward=self.op == "sdpa_bwd")
-        if self.op in ("add", "mul"):
-            return elementwise_work(n, d, inputs=2)
-        if self.op in ("gelu", "silu", "relu"):
-            return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0}[self.op])
-        if self.op in ("sum", "amax"):
-            return reduction_work(n, s[0] if len(s) > 1 else 1, d)
-        if self.op in ("layer_norm", "rms_norm"):
-            return norm_work(n, d)
-        if self.op == "softmax":
-            return softmax_work(n, d)
-        if self.op in ("copy", "transpose"):
-            return copy_work(n, d)
-        if self.op == "cast":
-            return copy_work(n, d, out_dtype="fp32")
-        if self.op == "fill":
-            return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
-        if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
-            return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
-        raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
-
-
-def _g(dt: str, m: int, n: int | None = None, k: int | None = None) -> ZooKernel:
-    n, k = n or m, k or m
-    tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
-    return ZooKernel(f"gemm_{dt}_{tag}", "gemm", "gemm", dt, (m, n, k))
-
-
-def default_zoo() -> tuple[ZooKernel, ...]:
-    """The campaign's kernels, from the most compute-bound to the most memory-bound (36 entries)."""
-    gib = 1 << 29  # elements of 1 GiB in bf16
-    return (
-        _g("bf16", 16384), _g("bf16", 8192), _g("bf16", 6144), _g("bf16", 4096), _g("bf16", 3072), _g("bf16", 2048),
-        _g("bf16", 1024), _g("bf16", 16384, 16384, 1024), _g("bf16", 8192, 8192, 256), _g("bf16", 65536, 2048, 128),
-        _g("bf16", 32768, 8192, 2048), _g("fp16", 8192), _g("fp32", 8192), _g("fp32", 4096), _g("fp32", 2048),
-        _g("tf32", 8192), _g("tf32", 4096),
-        ZooKernel("sdpa_bf16_causal_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128), True),
-        ZooKernel("sdpa_bf16_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128)),
-        ZooKernel("sdpa_bf16_causal_2x32x8192x128", "attention", "sdpa", "bf16", (2, 32, 8192, 128), True),
-        ZooKernel("sdpa_bf16_16x16x512x64", "attention", "sdpa", "bf16", (16, 16, 512, 64)),
-        ZooKernel("sdpa_bwd_bf16_causal_8x16x2048x128", "attention", "sdpa_bwd", "bf16", (8, 16, 2048, 128), True),
-        ZooKernel("gelu_bf16_1GiB", "elementwise", "gelu", "bf16", (gib,)),
-        ZooKernel("gelu_fp32_1GiB", "elementwise", "gelu", "fp32", (gib // 2,)),
-        ZooKernel("add_bf16_1GiB", "elementwise", "add", "bf16", (gib,)),
-        ZooKernel("mul_fp32_1GiB", "elementwise", "mul", "fp32", (gib // 2,)),
-        ZooKernel("silu_bf16_256MiB", "elementwise", "silu", "bf16", (gib // 4,)),
-        ZooKernel("relu_bf16_16MiB", "elementwise", "relu", "bf16", (1 << 23,)),
-        ZooKernel("sum_fp32_1GiB", "reduction", "sum", "fp32", (gib // 2,)),
-        ZooKernel("amax_bf16_rows_16384x16384", "reduction", "amax", "bf16", (16384, 16384)),
-        ZooKernel("layer_norm_bf16_16384x4096", "norm", "layer_norm", "bf16", (16384, 4096)),
-        ZooKernel("rms_norm_bf16_16384x4096", "norm", "rms_norm", "bf16", (16384, 4096)),
-        ZooKernel("softmax_bf16_8x16x2048x2048", "reduction", "softmax", "bf16", (8 * 16 * 2048, 2048)),
-        ZooKernel("copy_bf16_1GiB", "copy", "copy", "bf16", (gib,)),
-        ZooKernel("transpose_bf16_16384x16384", "copy", "transpose", "bf16", (16384, 16384)),
-        ZooKernel("cast_bf16_to_fp32_512MiB", "copy", "cast", "bf16", (gib // 2,)),
-        ZooKernel("fill_bf16_1GiB", "copy", "fill", "bf16", (gib,)),
-        ZooKernel("adamw_fp32_100M", "optimizer", "adamw", "fp32", (100_000_000,)),
-    )
-
-
-PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
-LIGHT = ZooKernel("light_add_bf16_256MiB", "elementwise", "add", "bf16", (1 << 27,))
 
 
 class SkipKernel(Exception):
@@ -289,6 +197,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
                     t_close = ex.now_s()
                     break
         ex.wait(pending)
+        extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
         span = t_close - t_open
         energy = (last - e_open) / 1000.0
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
@@ -301,7 +210,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
     med = float(statistics.median(per))
     return {
         "name": k.name, "category": k.category, "op": k.op, "dtype": k.dtype, "shape": list(k.shape),
-        "causal": k.causal, "flops": w.flops, "bytes": w.bytes,
+        "causal": k.causal, "graph": k.graph, "gap_s": k.gap_s, "role": k.role, "flops": w.flops, "bytes": w.bytes,
         "time_s": med, "time_mean_s": span / iters, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
         "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct([r[3] for r in rows], 50),
         "power_instant_w_median": _pct(inst, 50) if inst else None,
@@ -311,7 +220,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         "mem_mhz": int(statistics.median([r[2] for r in rows])), "window_s": span, "invocations": iters, "batch": n,
         "clock_samples": len(rows), "temperature_c": temp,
         "achieved_tflops": w.flops / med / 1e12, "achieved_gbs": w.bytes / med / 1e9,
-        "cuda_kernels": launched,
+        "cuda_kernels": launched, **extra,
     }
 
 
@@ -410,7 +319,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         be: an observe-only backend (``NvmlBackend(observe_only=True)`` or over ``FakeNvml``).
         ex: the executor (``TorchZoo`` or ``FakeZoo``).
         out: the JSON file.
-        zoo: the kernels (default ``default_zoo()``).
+        zoo: the kernels (default ``full_zoo()``: both sets).
         window_s, warmup_s: per kernel, the measured window (≥ 5 s for the campaign) and the warm-up before it.
         steps: also run the step responses; ``step_scale`` scales their phase lengths (tests use short ones).
         threaded_sampler: sample NVML in a thread during step responses (real cards); else at each probe (fake).
@@ -422,7 +331,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
                                "--allow-clock-control); it never changes a clock, limit or mode")
     if window_s <= 0 or warmup_s < 0:
         raise InputError(f"characterize: window must be > 0 s and warm-up ≥ 0 s, got {window_s}, {warmup_s}")
-    zoo = tuple(default_zoo() if zoo is None else zoo)
+    zoo = tuple(full_zoo() if zoo is None else zoo)
     names = [k.name for k in zoo]
     if len(set(names)) != len(names):
         raise InputError("characterize: zoo kernel names must be unique")
@@ -501,7 +410,7 @@ class FakeZoo:
         from kdvfs.model import params_from_work
 
         self.fake = fake
-        self.zoo = tuple(default_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
+        self.zoo = tuple(full_zoo() if zoo is None else zoo) + (PROBE, LIGHT)
         self.index = {k.name: i for i, k in enumerate(self.zoo)}
         self.reject = set(reject)
         ws = [k.work for k in self.zoo]
@@ -521,10 +430,17 @@ class FakeZoo:
 
     def launch(self, n: int) -> float:
         assert self.cur is not None
-        name = self.zoo[self.cur].name
-        if name in self.fake.replay:
-            return self.fake.run_recorded(name, n)
-        return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
+        k = self.zoo[self.cur]
+        if k.name in self.fake.replay:
+            return self.fake.run_recorded(k.name, n)
+        if k.gap_s <= 0:
+            return self.fake.run_kernel(self.cur, n)  # simulated: runs at once; the handle is its duration
+        t = 0.0
+        for _ in range(n):  # the host's wait after each launch: the fake idles
+            t += self.fake.run_kernel(self.cur, 1) if k.op != "idle" else 0.0
+            self.fake.idle(k.gap_s)
+            t += k.gap_s
+        return t
 
     def wait(self, handle: float) -> float:
         return handle

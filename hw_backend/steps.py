@@ -28,7 +28,7 @@ __all__ = ["MODELS", "measure_steps"]
 
 log = logging.getLogger(__name__)
 
-MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large")
+MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m")
 
 
 def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
@@ -48,6 +48,18 @@ def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
         cfg = tf.BertConfig(hidden_size=128 if small else 1024, num_hidden_layers=2 if small else 24,
                             num_attention_heads=4 if small else 16, intermediate_size=256 if small else 4096)
         cls, batch, seq = tf.BertForMaskedLM, (2 if small else 32), (64 if small else 512)
+    elif name == "qwen2-0.5b":  # Qwen2-0.5B's shape (grouped-query attention, tied embeddings, 152k vocabulary)
+        cfg = tf.Qwen2Config(hidden_size=64 if small else 896, intermediate_size=128 if small else 4864,
+                             num_hidden_layers=2 if small else 24, num_attention_heads=4 if small else 14,
+                             num_key_value_heads=2, vocab_size=151936, max_position_embeddings=2048,
+                             tie_word_embeddings=True)
+        cls, batch, seq = tf.Qwen2ForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "opt-350m":  # OPT-350m's shape (ReLU MLP, LayerNorm, learned positions, projected embeddings)
+        cfg = tf.OPTConfig(hidden_size=128 if small else 1024, ffn_dim=256 if small else 4096,
+                           num_hidden_layers=2 if small else 24, num_attention_heads=4 if small else 16,
+                           word_embed_proj_dim=64 if small else 512, vocab_size=50272, max_position_embeddings=2048,
+                           do_layer_norm_before=False)
+        cls, batch, seq = tf.OPTForCausalLM, (2 if small else 16), (64 if small else 1024)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
     cfg._attn_implementation = "sdpa"

@@ -45,12 +45,73 @@ class TorchZoo:
         self.torch = torch
         self.device = device
         self.fn: Callable[[], object] | None = None
+        self._bursts: list = []
         self._keep: list = []
         self._event = (lambda: torch.cuda.Event(enable_timing=True)) if device != "cpu" else _HostEvent
         self._sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
 
     # ------------------------------------------------------------------ kernels
     def _build(self, k: ZooKernel) -> Callable[[], object]:
+        """The closure of one invocation: the op, replayed ``k.graph`` times from a CUDA graph where asked, then the
+        host's wait of ``k.gap_s`` (spinning: ``time.sleep`` overshoots by ~50 µs)."""
+        base = self._op(k)
+        if k.graph > 0:
+            base = self._graph(base, k.graph)
+        if k.gap_s <= 0:
+            return base
+        gap = k.gap_s
+        clock = time.perf_counter
+        bursts = self._bursts = []
+        timed = k.role == "duty"
+        ev = self._event
+
+        def with_gap() -> None:
+            if timed:  # the burst's own GPU time (its clock may differ from the profiler's single run)
+                a, b = ev(), ev()
+                a.record()
+                base()
+                b.record()
+                b.synchronize()  # the gap starts when the burst ends, not when it is enqueued
+                if len(bursts) < 4000:
+                    bursts.append((a, b))
+            else:
+                base()
+            end = clock() + gap
+            while clock() < end:
+                pass
+        return with_gap
+
+    def extra_record(self) -> dict:
+        """Measurements beside the generic ones: a duty entry's median burst time (GPU time of one replay)."""
+        bs = getattr(self, "_bursts", None)
+        if not bs:
+            return {}
+        self._sync()
+        ts = sorted(a.elapsed_time(b) / 1000.0 for a, b in bs[len(bs) // 4:])  # the first quarter is warm-up
+        return {"burst_time_s": ts[len(ts) // 2], "bursts_timed": len(ts)} if ts else {}
+
+    def _graph(self, fn: Callable[[], object], times: int) -> Callable[[], object]:
+        """``fn`` launched ``times`` times, captured once in a CUDA graph (a CPU dry run calls it in a loop)."""
+        torch = self.torch
+        if self.device == "cpu":
+            def loop() -> None:
+                for _ in range(times):
+                    fn()
+            return loop
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture (cuBLAS workspaces, allocator)
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(times):
+                fn()
+        self._keep.append(g)
+        return g.replay
+
+    def _op(self, k: ZooKernel) -> Callable[[], object]:
         torch = self.torch
         F = torch.nn.functional
         dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}[k.dtype]
@@ -119,15 +180,17 @@ class TorchZoo:
             c = torch.empty(s[1], s[0], device=dev, dtype=dt)
             self._keep.append(c)
             return lambda: c.copy_(a.t())
-        if k.op == "cast":
+        if k.op == "cast":  # 16-bit up to fp32; fp32 down to bf16
             a = rnd(*s)
-            c = torch.empty(*s, device=dev, dtype=torch.float32)
+            c = torch.empty(*s, device=dev, dtype=torch.bfloat16 if dt == torch.float32 else torch.float32)
             self._keep.append(c)
             return lambda: c.copy_(a)
         if k.op == "fill":
             a = torch.empty(*s, device=dev, dtype=dt)
             self._keep.append(a)
             return lambda: a.fill_(1.5)
+        if k.op == "idle":  # nothing launched: the wait (gap_s) is the whole invocation
+            return lambda: None
         if k.op == "adamw":
             n = s[0]
             per = 1_000_000
@@ -156,6 +219,7 @@ class TorchZoo:
     def release(self) -> None:
         self.fn = None
         self._keep = []
+        self._bursts = []
         if self.device != "cpu":
             self.torch.cuda.empty_cache()
 
@@ -196,7 +260,11 @@ class TorchZoo:
                 fn()
                 self._sync()
             evs = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-            return [{"name": e.name, "us": round(float(getattr(e, "device_time", 0.0)), 3)} for e in evs][:20]
+            rows = [{"name": e.name, "us": round(float(getattr(e, "device_time", 0.0)), 3)} for e in evs]
+            if len(rows) > 20:  # names are provenance: keep 20, and the rest's count and time summed
+                rest = rows[20:]
+                rows = rows[:20] + [{"name": f"(+{len(rest)} more)", "us": round(sum(r["us"] for r in rest), 3)}]
+            return rows
         except Exception as e:  # noqa: BLE001 — names are provenance; never lose a measurement over them
             return [{"error": f"{type(e).__name__}: {e}"}]
 

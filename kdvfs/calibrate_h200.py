@@ -29,7 +29,7 @@ from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
-__all__ = ["FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
+__all__ = ["DEFAULT_DATA", "prepared_rows", "onset_rows", "gap_power", "busy_fraction", "FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +42,88 @@ PEAK_TFLOPS_DTYPE = {"tensor16": 989.4, "fp8": 1978.9, "tf32": 494.7, "simt": 66
 # idle power is not fitted: it is read off the card (122 W at P0, h200_probe.json), so that the GPU idle between
 # kernels costs what it does; the zoo has no idle kernel to fit it on
 CARD_FIELDS = ("core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
-ACTIVITY_FIELDS = ("base", "tf32", "simt", "mem")
-_X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2)
-_LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0)
-_HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0)
+# ew: SIMT FLOPs of kernels other than GEMMs/attention; l2_mb: the working set (MB) at which half of a kernel's bytes
+# reach device memory (kdvfs.model.dram_fraction)
+ACTIVITY_FIELDS = ("base", "tf32", "simt", "mem", "ew", "l2_mb")
+_X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2, 2.0, 50.0)
+_LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0, 0.0, 5.0)
+_HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0)
 _CAP = CARD_FIELDS.index("cap_w")
 CLOCK_TOL, POWER_TOL = 0.05, 0.03
+LAUNCH_BOUND_BUSY = 0.7
+"""A zoo entry whose CUDA kernels (profiler device time, one invocation) fill less than this share of its measured
+time per invocation is launch-bound: the GPU waits on the host between its kernels."""
+
+
+def _zoo_defs() -> dict:
+    from hw_backend.zoo import full_zoo
+
+    return {k.name: k for k in full_zoo()}
+
+
+def row_role(r: dict, defs: dict | None = None) -> str:
+    """``kernel``, ``gap`` or ``launch`` (``hw_backend.characterize.ZooKernel.role``): from the record, else from the
+    zoo's definition of that name (files written before the record carried it)."""
+    if "role" in r:
+        return r["role"]
+    k = (defs if defs is not None else _zoo_defs()).get(r["name"])
+    return k.role if k is not None else "kernel"
+
+
+def busy_fraction(r: dict) -> float:
+    """The share of a zoo entry's time per invocation its GPU kernels fill: the profiler's device time of one
+    invocation over the measured time, where that is below ``LAUNCH_BOUND_BUSY``; else 1 (the profiler ran once at
+    the boost clock, so for a throttled kernel the ratio says nothing). CUDA-graph replays are busy throughout."""
+    if r.get("graph") or _graph_of(r) or r.get("role") in ("gap", "duty"):
+        return 1.0
+    ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)]
+    if len(ck) >= 20 and not str(ck[-1].get("name", "")).startswith("(+"):
+        return 1.0  # files before session 5 kept only the first 20 kernels' times: the sum is not the invocation's
+    us = sum(float(c.get("us") or 0.0) for c in ck)
+    b = us * 1e-6 / float(r["time_s"]) if us > 0 else 1.0
+    return float(b) if b < LAUNCH_BOUND_BUSY else 1.0
+
+
+def _graph_of(r: dict) -> int:
+    g = r.get("graph")
+    if g is None:
+        k = _zoo_defs().get(r["name"])
+        g = k.graph if k is not None else 0
+    return int(g or 0)
 
 
 def zoo_rows(doc: dict) -> list[dict]:
-    """The measured zoo kernels of a characterisation document (skipped ones left out)."""
-    rows = [k for k in doc.get("kernels", []) if "skipped" not in k]
+    """The measured zoo kernels of a characterisation document (skipped ones left out), each with ``role``,
+    ``busy`` (``busy_fraction``) and ``ws_bytes`` (the bytes one launch touches: a graph replay's bytes / launches)."""
+    defs = _zoo_defs()
+    rows = []
+    for k in doc.get("kernels", []):
+        if "skipped" in k:
+            continue
+        r = dict(k, role=row_role(k, defs))
+        g = max(1, _graph_of(r))
+        r["ws_bytes"] = float(r["bytes"]) / g
+        r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
+        if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
+            if not r.get("burst_time_s"):
+                continue  # no burst timing recorded: the busy share is unknown
+            r["busy"] = min(1.0, float(r["burst_time_s"]) / float(r["time_s"]))
+            r["uncapped"] = True
+        rows.append(r)
     if not rows:
         raise InputError("the characterisation file holds no measured zoo kernel; run `kdvfs characterize` first")
     return rows
+
+
+def gap_power(rows: list[dict]) -> float | None:
+    """The GPU's power between kernels (host gaps, idle): the median energy-counter power of the ``gap`` entries."""
+    g = [r["power_w"] for r in rows if r["role"] == "gap"]
+    return float(np.median(g)) if g else None
+
+
+def kernel_rows(rows: list[dict]) -> list[dict]:
+    """The rows the kernel model is fitted and checked on: everything but the ``gap`` entries."""
+    return [r for r in rows if r["role"] != "gap"]
 
 
 def spec_from_vector(x, base: GpuSpec = H200_UNFITTED) -> GpuSpec:
@@ -66,49 +134,98 @@ def spec_from_vector(x, base: GpuSpec = H200_UNFITTED) -> GpuSpec:
                    work_activity=tuple(act.items()), mem_power_w=mem_idle)
 
 
-def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
+                gap_w: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(clock MHz, power W) the model predicts for each zoo kernel alone at the driver's own clocks.
 
     The model sees each kernel's FLOPs, bytes and measured time at its capture clock — for a zoo kernel, the clock
     it ran at alone (``known_clock=True``, the headline; the clock enters its FLOPs per cycle, so the clock check is
     partly circular) — or, with ``known_clock=False``, the capture clock solved together with the activity
-    (``params_from_work(solve_clock=True)``; reported beside it).
+    (``params_from_work(solve_clock=True)``; reported beside it). A launch-bound row (``busy`` < 1) is its kernels
+    for that share of its time (their activity from the time they take) and the GPU idle at ``gap_w`` for the rest.
     """
     n = len(rows)
+    busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
-                              [r["name"] for r in rows], [r["time_s"] for r in rows],
+                              [r["name"] for r in rows], np.array([r["time_s"] for r in rows]) * busy,
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
-                              solve_clock=not known_clock)
+                              solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
-    return ev.core_mhz, ev.power_w
+    f, pw = ev.core_mhz, ev.power_w
+    fixed = np.array([bool(r.get("uncapped")) for r in rows])
+    if fixed.any():  # a row measured at a clock above what the cap allows it (a burst's onset): power there
+        fm = np.array([r["sm_mhz_median"] for r in rows])
+        ev2 = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf)
+        f, pw = np.where(fixed, fm, f), np.where(fixed, ev2.power_w, pw)
+    return f, _mix(pw, busy, gap_w)
 
 
-def _power_at_measured(spec: GpuSpec, rows: list[dict]) -> np.ndarray:
+def onset_rows(docs: list[dict], onset_s: float = 0.2) -> list[dict]:
+    """The probe GEMM at the top clock, above the cap, from the step responses: its power is the highest
+    instantaneous power read in the first ``onset_s`` of each heavy burst that follows another load (the limiter
+    lets the first tens of milliseconds run at the top clock; NVML's field lags, so the peak, not the first reading),
+    the median over bursts. Zoo kernels alone all sit at the cap, where power pins their FLOP rate but not how power
+    grows with the clock: this row is what sets the voltage curve's slope."""
+    from hw_backend.characterize import PROBE
+
+    peaks, tref = [], []
+    for doc in docs:
+        for sr in doc.get("step_responses", []):
+            pi = np.array(sr.get("power_instant") or [], dtype=float).reshape(-1, 2)
+            if not len(pi) or not sr.get("probe", {}).get("time_at_max_clock_s"):
+                continue
+            tref.append(float(sr["probe"]["time_at_max_clock_s"]))
+            ph = sr["phases"]
+            for j, p in enumerate(ph):
+                if p["load"] == "heavy" and j > 0 and ph[j - 1]["load"] != "heavy":
+                    w = pi[(pi[:, 0] >= p["start_s"]) & (pi[:, 0] < p["start_s"] + onset_s), 1]
+                    if len(w):
+                        peaks.append(float(w.max()))
+    if not peaks:
+        return []
+    w = PROBE.work
+    return [{"name": "probe_gemm_bf16_4096_onset", "category": "gemm", "dtype": "bf16", "flops": w.flops,
+             "bytes": w.bytes, "ws_bytes": w.bytes, "time_s": float(np.median(tref)), "sm_mhz_median": 1980.0,
+             "power_w": float(np.median(peaks)), "role": "kernel", "busy": 1.0, "uncapped": True,
+             "onsets": len(peaks), "file": "step_responses"}]
+
+
+def _mix(power_w: np.ndarray, busy: np.ndarray, gap_w: float | None) -> np.ndarray:
+    """A launch-bound entry's average power: its kernels' power for the busy share, the gap power for the rest."""
+    if gap_w is None:
+        return power_w
+    return busy * power_w + (1.0 - busy) * gap_w
+
+
+def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
     """Model power of each zoo kernel at its measured clock, no cap (stage 1 of the fit)."""
     n = len(rows)
     fm = np.array([r["sm_mhz_median"] for r in rows])
+    busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
-                              [r["name"] for r in rows], [r["time_s"] for r in rows], core_mhz=fm)
-    return evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
+                              [r["name"] for r in rows], np.array([r["time_s"] for r in rows]) * busy, core_mhz=fm,
+                              working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
+    pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
+    return _mix(pw, busy, gap_w)
 
 
-def _residuals(x, rows: list[dict]) -> np.ndarray:
+def _residuals(x, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
     spec = spec_from_vector(x)
-    f, p = predict_zoo(spec, rows)
+    f, p = predict_zoo(spec, rows, gap_w=gap_w)
     fm = np.array([r["sm_mhz_median"] for r in rows])
     pm = np.array([r["power_w"] for r in rows])
     return np.concatenate([(f / fm - 1) / CLOCK_TOL, (p / pm - 1) / POWER_TOL])
 
 
-def _stage1(x, rows: list[dict], cap: float) -> np.ndarray:
+def _stage1(x, rows: list[dict], cap: float, gap_w: float | None = None) -> np.ndarray:
     xx = np.concatenate([x[:_CAP], [cap], x[_CAP:]])
     pm = np.array([r["power_w"] for r in rows])
-    return (_power_at_measured(spec_from_vector(xx), rows) / pm - 1) / POWER_TOL
+    return (_power_at_measured(spec_from_vector(xx), rows, gap_w) / pm - 1) / POWER_TOL
 
 
-def fit_h200(rows: list[dict]) -> np.ndarray:
+def fit_h200(rows: list[dict], gap_w: float | None = None) -> np.ndarray:
     """The parameter vector (``CARD_FIELDS`` then ``ACTIVITY_FIELDS``) minimising the module's loss on ``rows``.
 
     Three stages, because the predicted clock (a bisection on the cap) makes the loss piecewise smooth:
@@ -126,69 +243,120 @@ def fit_h200(rows: list[dict]) -> np.ndarray:
     cap = float(np.clip(cap, lo[_CAP], hi[_CAP]))
     keep = [i for i in range(len(_X0)) if i != _CAP]
     best = None
-    for x0 in (np.array(_X0), np.array([500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3])):
-        r1 = least_squares(_stage1, np.clip(x0[keep], lo[keep], hi[keep]), args=(rows, cap), bounds=(lo[keep], hi[keep]),
-                           x_scale=hi[keep] - lo[keep], max_nfev=300, loss="soft_l1")
+    for x0 in (np.array(_X0), np.array([500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3, 4.0, 40.0])):
+        r1 = least_squares(_stage1, np.clip(x0[keep], lo[keep], hi[keep]), args=(rows, cap, gap_w),
+                           bounds=(lo[keep], hi[keep]), x_scale=hi[keep] - lo[keep], max_nfev=300, loss="soft_l1")
         x1 = np.concatenate([r1.x[:_CAP], [cap], r1.x[_CAP:]])
-        c1 = float(np.sum(_residuals(x1, rows) ** 2))
+        c1 = float(np.sum(_residuals(x1, rows, gap_w) ** 2))
         if best is None or c1 < best[0]:
             best = (c1, x1)
     assert best is not None
-    r3 = least_squares(_residuals, best[1], args=(rows,), bounds=(lo, hi), diff_step=1e-3, x_scale=hi - lo, max_nfev=200,
-                       loss="soft_l1")
-    c3 = float(np.sum(_residuals(r3.x, rows) ** 2))
+    r3 = least_squares(_residuals, best[1], args=(rows, gap_w), bounds=(lo, hi), diff_step=1e-3, x_scale=hi - lo,
+                       max_nfev=200, loss="soft_l1")
+    c3 = float(np.sum(_residuals(r3.x, rows, gap_w) ** 2))
     return r3.x if c3 < best[0] else best[1]
 
 
-def _report(spec: GpuSpec, rows: list[dict], known_clock: bool = True) -> dict:
-    f, p = predict_zoo(spec, rows, known_clock)
+def _report(spec: GpuSpec, rows: list[dict], known_clock: bool = True, gap_w: float | None = None) -> dict:
+    f, p = predict_zoo(spec, rows, known_clock, gap_w)
     out = []
     for r, fi, pi in zip(rows, f, p):
         ef = float(fi / r["sm_mhz_median"] - 1)
         ep = float(pi / r["power_w"] - 1)
-        out.append({"name": r["name"], "measured_sm_mhz": r["sm_mhz_median"], "predicted_sm_mhz": round(float(fi), 1),
+        out.append({"name": r["name"], "category": r["category"], "role": r["role"], "busy": round(r["busy"], 3),
+                    "measured_sm_mhz": r["sm_mhz_median"], "predicted_sm_mhz": round(float(fi), 1),
                     "clock_error_pct": round(100 * ef, 2), "measured_power_w": round(r["power_w"], 2),
                     "predicted_power_w": round(float(pi), 2), "power_error_pct": round(100 * ep, 2),
                     "meets_clock": abs(ef) <= CLOCK_TOL, "meets_power": abs(ep) <= POWER_TOL,
                     "meets_both": abs(ef) <= CLOCK_TOL and abs(ep) <= POWER_TOL})
+    return _summary(out) | {"per_kernel": out}
+
+
+def _summary(out: list[dict]) -> dict:
     return {"kernels": len(out), "meet_clock": sum(o["meets_clock"] for o in out),
             "meet_power": sum(o["meets_power"] for o in out), "meet_both": sum(o["meets_both"] for o in out),
             "clock_rms_error_pct": float(np.sqrt(np.mean([o["clock_error_pct"] ** 2 for o in out]))),
-            "power_rms_error_pct": float(np.sqrt(np.mean([o["power_error_pct"] ** 2 for o in out]))),
-            "per_kernel": out}
+            "power_rms_error_pct": float(np.sqrt(np.mean([o["power_error_pct"] ** 2 for o in out])))}
 
 
-def _params(x) -> dict:
+def _params(x, gap_w: float | None = None) -> dict:
     return {**{k: float(v) for k, v in zip(CARD_FIELDS, x[: len(CARD_FIELDS)])},
             "work_activity": {"tensor16": 1.0, **{k: float(v) for k, v in zip(ACTIVITY_FIELDS, x[len(CARD_FIELDS):])}},
-            "peak_tflops_dtype": dict(PEAK_TFLOPS_DTYPE)}
+            "peak_tflops_dtype": dict(PEAK_TFLOPS_DTYPE), "gap_power_w": gap_w}
 
 
-def run_h200_fit(data: str | Path, command: str = "") -> dict:
-    """The full fit (all zoo kernels: what the h200 preset uses) and the held-out check, as one document."""
+def load_rows(data) -> tuple[list[dict], list[dict], list[str]]:
+    """(kernel rows, gap rows, file names) of one or more characterisation files, in file then zoo order; a name
+    measured twice keeps its first measurement."""
     from hw_backend.characterize import load_characterization
 
-    doc = load_characterization(data)
-    rows = zoo_rows(doc)
-    x = fit_h200(rows)
+    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    if not paths:
+        raise InputError("calibrate-h200: give at least one characterisation file")
+    rows: list[dict] = []
+    seen: set[str] = set()
+    docs = []
+    for p in paths:
+        doc = load_characterization(p)
+        docs.append(doc)
+        for r in zoo_rows(doc):
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                rows.append(dict(r, file=Path(p).name))
+    return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
+
+
+DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4"))
+"""The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
+zoo (session 4), then the cache-gaps, step-shapes and duty sets (session 5)."""
+
+
+def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
+    """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``, then the
+    probe's burst-onset row (``onset_rows``); the gap power from the ``gap`` entries (``gap_power``)."""
+    rows, gaps, paths, docs = load_rows(data)
+    return rows + onset_rows(docs), (gap_power(gaps) if gaps else None), paths, docs
+
+
+def run_h200_fit(data, command: str = "") -> dict:
+    """The full fit (every zoo kernel of every file: what the h200 preset uses) and the held-out check (kernels in
+    file-then-zoo order, even positions fitted, odd checked), as one document. ``data``: a characterisation file or a
+    list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
+    are predicted with; they are not fitted."""
+    rows, gap_w, paths, docs = prepared_rows(data)
+    gaps = load_rows(data)[1]
+    x = fit_h200(rows, gap_w)
     spec = spec_from_vector(x)
     train = rows[0::2]
     test = rows[1::2]
-    xh = fit_h200(train)
+    xh = fit_h200(train, gap_w)
     sh = spec_from_vector(xh)
+    full = _report(spec, rows, gap_w=gap_w)
+    first = {r["name"] for r in rows if r["file"] == Path(paths[0]).name}
+    by_file = _summary([o for o in full["per_kernel"] if o["name"] in first])
     return {
-        "format": FIT_FORMAT, "command": command, "data": str(data), "gpu": doc.get("gpu"), "driver": doc.get("driver"),
+        "format": FIT_FORMAT, "command": command, "data": paths if len(paths) > 1 else paths[0],
+        "gpu": docs[0].get("gpu"), "driver": docs[0].get("driver"),
         "loss": "sum over zoo kernels of ((predicted/measured clock - 1)/0.05)^2 + ((predicted/measured power - 1)/0.03)^2",
         "targets": {"clock_pct": 100 * CLOCK_TOL, "power_pct": 100 * POWER_TOL},
-        "params": _params(x), "fit": _report(spec, rows),
-        "fit_clock_solved": {k: v for k, v in _report(spec, rows, known_clock=False).items() if k != "per_kernel"}
+        "params": _params(x, gap_w), "fit": full,
+        "fit_first_file": by_file | {"note": f"the same fit, only the kernels of {Path(paths[0]).name}"},
+        "gap": {"power_w": gap_w, "entries": [{"name": g["name"], "power_w": g["power_w"], "sm_mhz_median":
+                                               g["sm_mhz_median"], "time_s": g["time_s"]} for g in gaps],
+                "note": "the GPU between kernels (a tiny kernel every 100 µs / 1 ms, nothing launched): the power of "
+                        "a training step's host gaps and of the idle share of launch-bound entries"},
+        "fit_clock_solved": {k: v for k, v in _report(spec, rows, known_clock=False, gap_w=gap_w).items()
+                             if k != "per_kernel"}
         | {"note": "the same fit, each kernel's capture clock not given but solved with its activity"},
-        "heldout": {"split": "zoo order: even positions fit, odd positions checked", "params": _params(xh),
-                    "train": _report(sh, train), "test": _report(sh, test),
-                    "test_clock_solved": {k: v for k, v in _report(sh, test, known_clock=False).items()
+        "heldout": {"split": "kernels in file-then-zoo order: even positions fit, odd positions checked",
+                    "params": _params(xh, gap_w), "train": _report(sh, train, gap_w=gap_w),
+                    "test": _report(sh, test, gap_w=gap_w),
+                    "test_clock_solved": {k: v for k, v in _report(sh, test, known_clock=False, gap_w=gap_w).items()
                                           if k != "per_kernel"}},
-        "notes": "each kernel alone at the card's own clocks; the model sees its FLOPs, bytes, measured time and the "
-                 "clock it was measured at, and predicts the clock the fitted cap allows and the power there",
+        "notes": "each kernel alone at the card's own clocks; the model sees its FLOPs, bytes (and the bytes one "
+                 "launch touches, for L2 residency), measured time and the clock it was measured at, and predicts "
+                 "the clock the fitted cap allows and the power there; a launch-bound entry is its kernels for the "
+                 "busy share of its time and the gap power for the rest",
     }
 
 
@@ -219,6 +387,13 @@ def transfer_work(trace, shaped):
                  (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
 
 
+def _replace_notes(trace, notes):
+    from kdvfs.trace import Trace
+
+    return Trace(trace.name, trace.segments, trace.model, trace.batch_size, trace.seq_len, trace.gpu,
+                 trace.capture_core_mhz, trace.capture_mem_mhz, trace.source, trace.licence, notes)
+
+
 def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:
     """Rebuild the bundled H200 traces' work and profiles: each trace takes the op-shape work of its shape-recorded
     twin (``validation/h200/steps/block-<prec>.kineto.json.gz``, the same workload on the same card), then its
@@ -239,8 +414,12 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
         tpath = root / "traces" / f"gpt3xl-torch-h200-{prec}.trace.json"
         shaped = import_kineto(root / "validation/h200/steps" / f"block-{prec}.kineto.json.gz", repeats=STAGE_REPEATS).trace
         trace = load_trace(tpath)
-        if not any(k.work_source for k in trace.kernels):
-            trace = transfer_work(trace, shaped)
+        new = transfer_work(trace, shaped)  # the importer's current work estimates (they improve; keep them in step)
+        if any((a.flops, a.bytes, a.dtype, a.math, a.work_source) != (b.flops, b.bytes, b.dtype, b.math, b.work_source)
+               for a, b in zip(trace.kernels, new.kernels)):
+            notes = trace.notes if (trace.notes or "").endswith(f"FLOPs/bytes from op shapes of {shaped.name}") \
+                else new.notes
+            trace = _replace_notes(new, notes)
             save_trace(trace, tpath)
         prof = build_profile(trace, spec, default_params(trace, spec), settings=settings, source="model")
         ppath = root / "traces" / f"gpt3xl-torch-h200-{prec}.profile.csv.gz"

@@ -258,26 +258,47 @@ def anchor_power(spec: GpuSpec, params: KernelParams, power_w: np.ndarray, core_
     return KernelParams(params.keys, p.t0_s * s, p.tc_s * s, p.tm_s * s, uc, params.um, params.source, params.p0_w)
 
 
-def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz) -> tuple[np.ndarray, np.ndarray]:
+def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
+    """The share of a kernel's bytes that reach device memory: ``1 / (1 + (l2 / ws)^4)`` with ``l2`` =
+    ``work_activity["l2_mb"]`` MB (fitted; absent: 1, every byte from memory). A kernel whose working set fits in L2
+    (it was just written there, or is re-read) moves its bytes through L2 only."""
+    ws = np.asarray(working_set_bytes, dtype=float)
+    l2 = dict(spec.work_activity).get("l2_mb")
+    if not l2:
+        return np.ones_like(ws)
+    return 1.0 / (1.0 + (l2 * 1e6 / np.maximum(ws, 1.0)) ** 4)
+
+
+def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
+                       working_set_bytes=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
     ``kdvfs.work.math_class``: tensor16, tf32, fp8 or simt), ``util_mem = bytes / (B · t)``, both clipped to
     [0, 1.2]; core activity is ``base + c_math · util_core + c_mem · util_mem``, coefficients from
-    ``spec.work_activity`` (fp8 uses tensor16's).
+    ``spec.work_activity`` (fp8 uses tensor16's). Where ``work_activity`` has ``ew``, SIMT FLOPs of kernels that are
+    not GEMMs or attention (given ``categories``) take that coefficient instead of ``simt``: an elementwise op's
+    nominal FLOPs come with many more instructions each (loads, conversions, indexing) than a GEMM's. The memory
+    utilisation returned (memory-traffic power) counts only the bytes that reach device memory
+    (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves).
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
     peak = np.array([spec.peak_flops(m) for m in maths])
     util_c = np.clip(flops / (peak * f / spec.boost_core_mhz * t), 0.0, 1.2)
     util_m = np.clip(nbytes / (spec.mem_bandwidth_gbs[-1] * 1e9 * t), 0.0, 1.2)
-    cls = np.array([co.get("tensor16" if m == "fp8" else m, 1.0) for m in maths])
+    keys = ["tensor16" if m == "fp8" else m for m in maths]
+    if "ew" in co and categories is not None:
+        keys = ["ew" if k == "simt" and c not in ("gemm", "attention") else k for k, c in zip(keys, categories)]
+    cls = np.array([co.get(k, 1.0) for k in keys])
     uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
-    return uc, util_m
+    dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
+    return uc, util_m * dram
 
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
-                     mem_mhz=None, solve_clock: bool = False, iterations: int = 6) -> KernelParams:
+                     mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
+                     working_set_bytes=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -291,6 +312,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         solve_clock: with ``core_mhz`` unknown, instead solve the capture clock together with the activity as the
             clock the cap allows the kernel alone (fixed-point rounds): right for kernels captured alone.
         mem_mhz: memory clock at capture (default the highest).
+        working_set_bytes: per kernel, the bytes one launch touches (for L2 residency; default ``nbytes``).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -319,7 +341,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         scale = times / ev.time_s  # time is homogeneous in (t0, tc, tm)
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
-            uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc)
+            uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

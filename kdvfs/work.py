@@ -166,6 +166,8 @@ def _shape_list(dims: object) -> list[list[int]]:
 _GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
              "aten::_addmm_activation")
 _ATTN_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|cudnn_attention", re.I)
+_MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorListMetadata<(\d+)", re.I)
+_BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)
 _REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|nll_loss|"
@@ -223,10 +225,14 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         if len(q) != 4 or len(k) != 4:
             return None
         b, h, sq, d = q
+        sk = k[2]
+        if _BMHK.search(full):  # the memory-efficient and flash kernels' own ops take (batch, seq, heads, dim)
+            b, sq, h, d = q
+            sk = k[1]
         ci = _CAUSAL_ARG.get(full)
         conc = concrete if isinstance(concrete, list) else []
         causal = ci is not None and ci < len(conc) and str(conc[ci]) == "True"
-        return attention_work(b, h, sq, k[2], d, dt, causal=causal, backward=bwd)
+        return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd)
     if _FOREACH.search(full):
         n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
         lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and
@@ -250,6 +256,10 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
+    if full in ("aten::cat", "aten::stack") and isinstance(dims, list) and dims and isinstance(dims[0], list) \
+            and dims[0] and all(isinstance(x, list) for x in dims[0]):
+        n = sum(_numel(x) for x in dims[0])  # a tensor list: every input read once, the result written once
+        return copy_work(n, dt) if n else None
     if _COPY_OPS.search(full):
         n = max((_numel(s) for s in shapes), default=0)
         return copy_work(n, dt) if n else None
@@ -333,6 +343,14 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
             return None
         flops = rate * time_s * 0.7  # a named tile GEMM reaches ~70 % of peak (the zoo's large GEMMs: 65–80 %)
         return Work(flops, flops / 40.0, dt, dt in ("bf16", "fp16", "tf32"), "name")
+    mt = _MULTI_TENSOR.search(name)
+    if mt and grid:
+        # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not
+        # record): each block walks one chunk of kChunkSize = 65536 elements (ATen's MultiTensorApply.cuh) of the
+        # N = depth tensor lists, reading all N and writing one
+        depth = int(mt.group(1))
+        numel = _numel(list(grid)) * 65536
+        return Work(float(numel * depth), float(numel * (depth + 1) * _size(dt)), dt, False, "name")
     if category in ("elementwise", "norm", "reduction", "copy", "optimizer") and grid and block:
         threads = _numel(list(grid)) * _numel(list(block))
         m = _VEC.search(name)

@@ -25,6 +25,10 @@ from kdvfs.gpus import get_gpu
 
 DATA = ROOT / "validation/h200/characterization/characterization.json.gz"
 FIT = ROOT / "validation/h200/characterization/fit.json"
+DATAS = ("validation/h200/characterization/characterization.json.gz",
+         "validation/h200/characterization/characterization2.json.gz",
+         "validation/h200/characterization/characterization3.json.gz",
+         "validation/h200/characterization/characterization4.json.gz")
 SMALL = tuple(k for k in default_zoo() if k.name in ("gemm_bf16_8192", "gemm_bf16_2048", "gelu_bf16_1GiB",
                                                      "copy_bf16_1GiB"))
 
@@ -150,11 +154,13 @@ def test_stored_campaign_is_complete():
 
 
 def test_preset_predictions_match_the_stored_fit():
-    from kdvfs.calibrate_h200 import predict_zoo, zoo_rows
+    from kdvfs.calibrate_h200 import predict_zoo, prepared_rows
 
     fit = json.loads(FIT.read_text())
-    rows = zoo_rows(load_characterization(DATA))
-    f, p = predict_zoo(get_gpu("h200"), rows)
+    rows, gap_w, _, _ = prepared_rows([ROOT / d for d in DATAS])
+    assert gap_w == pytest.approx(fit["params"]["gap_power_w"])
+    assert [r["name"] for r in rows] == [r["name"] for r in fit["fit"]["per_kernel"]]
+    f, p = predict_zoo(get_gpu("h200"), rows, gap_w=gap_w)
     per = {r["name"]: r for r in fit["fit"]["per_kernel"]}
     for r, fi, pi in zip(rows, f, p):
         assert fi == pytest.approx(per[r["name"]]["predicted_sm_mhz"], abs=0.1)
@@ -167,7 +173,7 @@ def test_fit_is_reproducible():
     from kdvfs.calibrate_h200 import run_h200_fit
 
     fit = json.loads(FIT.read_text())
-    doc = run_h200_fit(DATA, command=fit["command"])
+    doc = run_h200_fit([ROOT / d for d in DATAS], command=fit["command"])
     for k, v in fit["params"].items():
         if isinstance(v, float):
             assert doc["params"][k] == pytest.approx(v, rel=1e-6)

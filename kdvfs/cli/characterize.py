@@ -27,11 +27,11 @@ def _say(msg: str) -> None:
 
 
 def cmd_characterize(a) -> int:
-    from hw_backend.characterize import FakeZoo, characterize, default_zoo
+    from hw_backend.characterize import ZOO_SETS, FakeZoo, characterize, full_zoo
     from hw_backend.nvml import NvmlBackend
 
     _refuse_control(a)
-    zoo = default_zoo()
+    zoo = full_zoo() if a.set == "all" else ZOO_SETS[a.set]()
     if a.only:
         want = [s.strip() for s in a.only.split(",") if s.strip()]
         known = {k.name for k in zoo}
@@ -102,11 +102,11 @@ def cmd_calibrate_h200(a) -> int:
     from pathlib import Path
 
     from kdvfs.bundled import bundled_dir
-    from kdvfs.calibrate_h200 import run_h200_fit
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, run_h200_fit
     from kdvfs.gpus import H200_FIT_FILE
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
-    doc = run_h200_fit(a.data, command=cmd)
+    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:
@@ -137,6 +137,9 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
+    sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty"], default="all",
+                    help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
+                         "power, idle), step-shapes (kernels at real training steps' shapes), duty (heavy kernels in bursts below the cap; vocabulary GEMMs) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
     sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
@@ -159,8 +162,9 @@ def register(sub, j) -> None:
     sp.set_defaults(fn=cmd_steps)
 
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
-    sp.add_argument("--data", default="validation/h200/characterization/characterization.json.gz",
-                    help="the characterisation file to fit to (default: %(default)s)")
+    sp.add_argument("--data", action="append",
+                    help="a characterisation file to fit to (repeatable; default: "
+                         "validation/h200/characterization/characterization.json.gz and characterization2/3/4.json.gz)")
     sp.add_argument("-o", "--output", default="validation/h200/characterization/fit.json")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
     sp.add_argument("--command", help=_hidden())

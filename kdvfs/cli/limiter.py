@@ -174,14 +174,19 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
-    # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the limiter
-    # fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
+    # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
+    # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
+    # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
     alt = {}
     fit = bundled_dir() / f"{spec.name}.limiter.json"
     idle_plant = load_json(fit)["plants"].get("idle", {}).get("a_w") if fit.exists() else None
+    card_fit = bundled_dir() / f"{spec.name}.fit.json"
+    gap_fit = load_json(card_fit).get("params", {}).get("gap_power_w") if card_fit.exists() else None
     if a.characterization:  # NVML's power right after the campaign, for comparison
         alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
-    gap_w = a.gap_power if a.gap_power is not None else idle_plant
+    if idle_plant is not None and gap_fit is not None:
+        alt["idle_plant"] = float(idle_plant)
+    gap_w = a.gap_power if a.gap_power is not None else (gap_fit if gap_fit is not None else idle_plant)
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
     if a.output:
         _write_json(doc, a.output)
@@ -242,6 +247,7 @@ def register(sub, j) -> None:
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", help="write the report as JSON")
     sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
-                                                    "default: the bundled limiter fit's idle plant)")
+                                                    "default: the bundled card fit's gap_power_w, measured by the zoo's gap entries; else the "
+                                                    "limiter fit's idle plant)")
     sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
     sp.set_defaults(fn=cmd_validate_steps)

@@ -1,0 +1,214 @@
+"""The characterisation zoo: ``ZooKernel`` and its sets (``default_zoo``, ``cache_gap_zoo``, ``step_shape_zoo``,
+``duty_zoo``), the step responses' probe and light load. Each entry's work (FLOPs and bytes) comes from
+``kdvfs.work``'s formulas, the ones trace kernels are sized with. ``hw_backend.characterize`` measures them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kdvfs.errors import InputError
+from kdvfs.work import (
+    Work,
+    attention_work,
+    copy_work,
+    elementwise_work,
+    gemm_work,
+    norm_work,
+    reduction_work,
+    softmax_work,
+)
+
+__all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
+           "step_shape_zoo"]
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKernel:
+    """One kernel of the zoo.
+
+    Attributes:
+        name: unique name (``gemm_bf16_8192``).
+        category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
+        op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
+            ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``.
+        dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
+        shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
+        causal: attention with a causal mask.
+        graph: > 0: one invocation is a CUDA-graph replay of this many launches of the op (no host launch gaps
+            between them: what a kernel itself draws, even one shorter than a launch); its work is theirs summed.
+        gap_s: after each invocation the host waits this long (spinning) before the next launch, so the GPU idles
+            between kernels at whatever clock the driver keeps: the power of a training step's host gaps.
+    """
+
+    name: str
+    category: str
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    causal: bool = False
+    graph: int = 0
+    gap_s: float = 0.0
+
+    @property
+    def role(self) -> str:
+        """``kernel`` (the op's own draw), ``gap`` (the GPU idle between sparse launches, or with nothing launched),
+        ``launch`` (tiny kernels launched back to back: the GPU waits on the host most of the time) or ``duty`` (a
+        burst of ``graph`` launches, then ``gap_s`` idle: the window average stays below the cap, so the burst runs
+        at the clock the driver gives an unthrottled card — the power of a heavy kernel above its own capped clock)."""
+        if self.op != "idle" and self.gap_s > 0 and self.graph > 0:
+            return "duty"
+        if self.op == "idle" or self.gap_s > 0:
+            return "gap"
+        return "launch" if self.name.startswith("launch_") else "kernel"
+
+    @property
+    def work(self) -> Work:
+        w = self._work1()
+        g = max(1, self.graph)
+        return w if g == 1 else Work(w.flops * g, w.bytes * g, w.dtype, w.tensor)
+
+    def _work1(self) -> Work:
+        s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
+        n = int(np.prod(s))
+        if self.op == "idle":
+            return Work(0.0, 0.0, d, False)
+        if self.op == "gemm":
+            return gemm_work(s[0], s[1], s[2], d, tf32=self.dtype == "tf32")
+        if self.op in ("sdpa", "sdpa_bwd"):
+            return attention_work(s[0], s[1], s[2], s[2], s[3], d, causal=self.causal, backward=self.op == "sdpa_bwd")
+        if self.op in ("add", "mul"):
+            return elementwise_work(n, d, inputs=2)
+        if self.op in ("gelu", "silu", "relu"):
+            return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0}[self.op])
+        if self.op in ("sum", "amax"):
+            return reduction_work(n, s[0] if len(s) > 1 else 1, d)
+        if self.op in ("layer_norm", "rms_norm"):
+            return norm_work(n, d)
+        if self.op == "softmax":
+            return softmax_work(n, d)
+        if self.op in ("copy", "transpose"):
+            return copy_work(n, d)
+        if self.op == "cast":  # 16-bit up to fp32, fp32 down to bf16 (autocast's weight casts)
+            return copy_work(n, d, out_dtype="bf16" if d == "fp32" else "fp32")
+        if self.op == "fill":
+            return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
+        if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
+            return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
+        raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
+
+
+def _g(dt: str, m: int, n: int | None = None, k: int | None = None) -> ZooKernel:
+    n, k = n or m, k or m
+    tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
+    return ZooKernel(f"gemm_{dt}_{tag}", "gemm", "gemm", dt, (m, n, k))
+
+
+def default_zoo() -> tuple[ZooKernel, ...]:
+    """The campaign's kernels, from the most compute-bound to the most memory-bound (36 entries)."""
+    gib = 1 << 29  # elements of 1 GiB in bf16
+    return (
+        _g("bf16", 16384), _g("bf16", 8192), _g("bf16", 6144), _g("bf16", 4096), _g("bf16", 3072), _g("bf16", 2048),
+        _g("bf16", 1024), _g("bf16", 16384, 16384, 1024), _g("bf16", 8192, 8192, 256), _g("bf16", 65536, 2048, 128),
+        _g("bf16", 32768, 8192, 2048), _g("fp16", 8192), _g("fp32", 8192), _g("fp32", 4096), _g("fp32", 2048),
+        _g("tf32", 8192), _g("tf32", 4096),
+        ZooKernel("sdpa_bf16_causal_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128), True),
+        ZooKernel("sdpa_bf16_8x16x2048x128", "attention", "sdpa", "bf16", (8, 16, 2048, 128)),
+        ZooKernel("sdpa_bf16_causal_2x32x8192x128", "attention", "sdpa", "bf16", (2, 32, 8192, 128), True),
+        ZooKernel("sdpa_bf16_16x16x512x64", "attention", "sdpa", "bf16", (16, 16, 512, 64)),
+        ZooKernel("sdpa_bwd_bf16_causal_8x16x2048x128", "attention", "sdpa_bwd", "bf16", (8, 16, 2048, 128), True),
+        ZooKernel("gelu_bf16_1GiB", "elementwise", "gelu", "bf16", (gib,)),
+        ZooKernel("gelu_fp32_1GiB", "elementwise", "gelu", "fp32", (gib // 2,)),
+        ZooKernel("add_bf16_1GiB", "elementwise", "add", "bf16", (gib,)),
+        ZooKernel("mul_fp32_1GiB", "elementwise", "mul", "fp32", (gib // 2,)),
+        ZooKernel("silu_bf16_256MiB", "elementwise", "silu", "bf16", (gib // 4,)),
+        ZooKernel("relu_bf16_16MiB", "elementwise", "relu", "bf16", (1 << 23,)),
+        ZooKernel("sum_fp32_1GiB", "reduction", "sum", "fp32", (gib // 2,)),
+        ZooKernel("amax_bf16_rows_16384x16384", "reduction", "amax", "bf16", (16384, 16384)),
+        ZooKernel("layer_norm_bf16_16384x4096", "norm", "layer_norm", "bf16", (16384, 4096)),
+        ZooKernel("rms_norm_bf16_16384x4096", "norm", "rms_norm", "bf16", (16384, 4096)),
+        ZooKernel("softmax_bf16_8x16x2048x2048", "reduction", "softmax", "bf16", (8 * 16 * 2048, 2048)),
+        ZooKernel("copy_bf16_1GiB", "copy", "copy", "bf16", (gib,)),
+        ZooKernel("transpose_bf16_16384x16384", "copy", "transpose", "bf16", (16384, 16384)),
+        ZooKernel("cast_bf16_to_fp32_512MiB", "copy", "cast", "bf16", (gib // 2,)),
+        ZooKernel("fill_bf16_1GiB", "copy", "fill", "bf16", (gib,)),
+        ZooKernel("adamw_fp32_100M", "optimizer", "adamw", "fp32", (100_000_000,)),
+    )
+
+
+def cache_gap_zoo() -> tuple[ZooKernel, ...]:
+    """The second set (session 5): what the first zoo lacked.
+
+    Working sets against the H200's 50 MB L2 — the same elementwise op and norm over tensors that stay in L2 and
+    over ones that do not, each as a CUDA-graph replay so that launch gaps do not dilute a short kernel's power — and
+    the GPU between kernels: tiny kernels launched back to back (launch-bound), a tiny kernel every 100 µs and every
+    1 ms (the host-gap power of a training step) and nothing launched at all (idle)."""
+    mib = 1 << 19  # bf16 elements of 1 MiB
+    return (
+        ZooKernel("add_bf16_4MiB_graph32", "elementwise", "add", "bf16", (4 * mib,), graph=32),
+        ZooKernel("add_bf16_16MiB_graph16", "elementwise", "add", "bf16", (16 * mib,), graph=16),
+        ZooKernel("add_bf16_64MiB_graph8", "elementwise", "add", "bf16", (64 * mib,), graph=8),
+        ZooKernel("gelu_bf16_8MiB_graph32", "elementwise", "gelu", "bf16", (8 * mib,), graph=32),
+        ZooKernel("gelu_bf16_64MiB_graph8", "elementwise", "gelu", "bf16", (64 * mib,), graph=8),
+        ZooKernel("relu_bf16_16MiB_graph16", "elementwise", "relu", "bf16", (16 * mib,), graph=16),
+        ZooKernel("layer_norm_bf16_4096x1024_graph32", "norm", "layer_norm", "bf16", (4096, 1024), graph=32),
+        ZooKernel("layer_norm_bf16_16384x2048_graph8", "norm", "layer_norm", "bf16", (16384, 2048), graph=8),
+        ZooKernel("softmax_bf16_16x16x512x512_graph8", "reduction", "softmax", "bf16", (16 * 16 * 512, 512), graph=8),
+        ZooKernel("gemm_bf16_1024_graph32", "gemm", "gemm", "bf16", (1024, 1024, 1024), graph=32),
+        ZooKernel("launch_add_bf16_4KiB", "elementwise", "add", "bf16", (2048,)),
+        ZooKernel("gap_add_bf16_4KiB_100us", "elementwise", "add", "bf16", (2048,), gap_s=1e-4),
+        ZooKernel("gap_add_bf16_4KiB_1ms", "elementwise", "add", "bf16", (2048,), gap_s=1e-3),
+        ZooKernel("idle_10ms", "other", "idle", "bf16", (1,), gap_s=1e-2),
+    )
+
+
+def step_shape_zoo() -> tuple[ZooKernel, ...]:
+    """The third set (session 5): kernels at the shapes real training steps launch — GEMMs of GPT-2/BERT-medium,
+    Llama, Qwen2 and the GPT-3 XL block at 8–16 k tokens, which the driver may not throttle alone, and the elementwise,
+    cast, norm and loss-softmax kernels of those steps at their sizes."""
+    mib = 1 << 19
+    return (
+        _g("bf16", 16384, 1024, 1024), _g("bf16", 16384, 3072, 1024), _g("bf16", 16384, 4096, 1024),
+        _g("bf16", 16384, 1024, 4096), _g("bf16", 16384, 2048, 2048), _g("bf16", 16384, 5632, 2048),
+        _g("bf16", 8192, 4864, 896), _g("bf16", 8192, 896, 4864),
+        ZooKernel("add_bf16_32MiB_graph8", "elementwise", "add", "bf16", (32 * mib,), graph=8),
+        ZooKernel("gelu_bf16_128MiB", "elementwise", "gelu", "bf16", (128 * mib,)),
+        ZooKernel("cast_fp32_to_bf16_16MiB_graph16", "copy", "cast", "fp32", (8 * mib,), graph=16),
+        ZooKernel("layer_norm_bf16_16384x1024_graph8", "norm", "layer_norm", "bf16", (16384, 1024), graph=8),
+        ZooKernel("softmax_fp32_8192x50272", "reduction", "softmax", "fp32", (8192, 50272)),
+    )
+
+
+def duty_zoo() -> tuple[ZooKernel, ...]:
+    """The fourth set (session 5): heavy kernels in duty cycles, and the unaligned vocabulary GEMMs.
+
+    Alone, every large GEMM sits at the cap (~690 W) at 1440–1740 MHz, which pins its FLOP rate but not how its power
+    grows with the clock; inside a training step the limiter's window also holds lighter kernels and host gaps, and
+    GEMMs run near the top clock. A burst of a few milliseconds followed by a few idle milliseconds keeps the window
+    below the cap: the burst's power at the clock it gets is (energy − idle share) / busy time. Also the language
+    model head's GEMMs of a vocabulary not a multiple of 8 (GPT-2's 50257, BERT's 30522), which take a slower kernel."""
+    return (
+        ZooKernel("duty_gemm_bf16_4096_x25_gap4ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=25, gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_4096_x25_gap8ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=25, gap_s=8e-3),
+        ZooKernel("duty_gemm_bf16_4096_x50_gap2ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=50, gap_s=2e-3),
+        ZooKernel("duty_gemm_bf16_16384x2048x2048_x20_gap4ms", "gemm", "gemm", "bf16", (16384, 2048, 2048), graph=20,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_16384x1024x1024_x60_gap4ms", "gemm", "gemm", "bf16", (16384, 1024, 1024), graph=60,
+                  gap_s=4e-3),
+        ZooKernel("duty_gelu_bf16_128MiB_x40_gap4ms", "elementwise", "gelu", "bf16", (1 << 26,), graph=40, gap_s=4e-3),
+        _g("bf16", 16384, 50257, 1024), _g("bf16", 16384, 1024, 50257), _g("bf16", 50257, 1024, 16384),
+    )
+
+
+ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo}
+
+
+def full_zoo() -> tuple[ZooKernel, ...]:
+    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo`` and ``duty_zoo``."""
+    return default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo()
+
+
+PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
+LIGHT = ZooKernel("light_add_bf16_256MiB", "elementwise", "add", "bf16", (1 << 27,))
