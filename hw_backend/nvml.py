@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hw_backend.base import Capabilities
@@ -71,12 +71,11 @@ def _norm_bus(b: str) -> str:
     return b.strip().upper()
 
 
-def select_device(device: str | None, env: dict | None = None) -> str | None:
+def select_device(device: str | None, env: Mapping[str, str] | None = None) -> str | None:
     """What to open: ``device`` when given, else the first ``CUDA_VISIBLE_DEVICES`` entry, else None (index 0)."""
     if device is not None and str(device).strip():
         return str(device).strip()
-    env = os.environ if env is None else env
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
     first = cvd.split(",")[0].strip()

@@ -9,6 +9,7 @@ lag, several GPUs meeting at collectives (``simulator.parallel``). The engine ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -72,6 +73,17 @@ def _eps(now: float) -> float:
     return 1e-12 * max(1.0, abs(now))
 
 
+class SwitchTarget(Protocol):
+    """What the controller needs of a GPU process: the engine's :class:`Gpu` and the limiter's GPU both are one."""
+
+    gid: int
+    timeline: list | None
+
+    def land(self, new: int, at: float) -> None: ...
+
+    def account_stall(self, i: int, dur: float) -> None: ...
+
+
 class Controller:
     """The frequency controller: applies a switch request through the mechanism and lands the new clock.
 
@@ -93,7 +105,7 @@ class Controller:
                     sw.transition_s * float(self.rng.lognormal(0, sw.spread)))
         return sw.host_call_s, sw.transition_s
 
-    def switch(self, gpu: Gpu, i: int, new: int):
+    def switch(self, gpu: SwitchTarget, i: int, new: int):
         """Request setting ``new`` before instance ``i``."""
         cfg = self.cfg
         self.switches += 1

@@ -100,7 +100,7 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
 
     tables = limited_tables(pb, spec, params)
     rows = []
-    auto = None
+    auto: dict | None = None
     for mech in mechanisms:
         for slack in slacks:
             for r in limited_rows(pb, spec, params, lim, spec.switch, mech, slack, tables):
@@ -111,6 +111,8 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
                                      limiter=False)
                     r["before"] = {k: b[k] for k in ("time_change_pct", "energy_change_pct", "switches")}
                 rows.append(r)
+    if auto is None:
+        raise InputError("the limited what-if produced no auto row; give at least one mechanism and one slack")
     return {"auto": {"time_s": auto["time_s"], "energy_j": auto["energy_j"], "median_core_mhz": auto["median_core_mhz"],
                      "steady_ceiling_mhz": auto["steady_ceiling_mhz"], "isolated_time_s": pb.auto_time_s,
                      "isolated_energy_j": pb.auto_energy_j},

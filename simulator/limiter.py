@@ -170,7 +170,8 @@ class _LimitedGpu:
         nseg = len(run.names)
         self.seg_t, self.seg_e = [0.0] * nseg, [0.0] * nseg
         self.counting = mark == 0
-        self.timeline = None  # the limiter path writes no Perfetto timeline (the Controller checks for one)
+        self.timeline: list | None = None  # the limiter path writes no Perfetto timeline (the Controller checks)
+        self.gid = 0
         self.clocks: list[tuple[float, float]] = []
         self.stall_total = 0.0
         self.switches = 0
