@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kdvfs.gpus import SwitchModel, get_gpu  # noqa: E402
+from kdvfs.gpus import get_gpu  # noqa: E402
 from kdvfs.model import default_params  # noqa: E402
 from kdvfs.profile import build_profile  # noqa: E402
 from kdvfs.runtime_plan import plan_for  # noqa: E402
@@ -45,11 +45,10 @@ def main() -> int:
         first, last = plan.regions[0], plan.regions[-1]
         wrap = int((first.core_mhz, first.mem_mhz) != (last.core_mhz, last.mem_mhz))
         recs = r["records"]
-        sm = s.switch_model
-        sw = SwitchModel(host_call_s=sm["host_call_s"], transition_s=sm["transition_s"], spread=0.0)
+        sw = s.switch_plan.switch  # host call and transition as planned, no spread
         cfg = SimConfig(mechanism="predictive", switch=sw, costs=SwitchCosts(idle_power_w=g.idle_power_w))
         sim = simulate(tr, prof, s, g, cfg, path="fast")
-        free = s.predicted["ideal_time_s"]
+        free = s.predicted.ideal_time_s
         delays = [d for x in recs for d in x["write_delay_s"]]
         per_round = len(recs) // 3 if len(recs) % 3 == 0 else len(recs)
         out["schedules"][name] = {
@@ -69,8 +68,8 @@ def main() -> int:
                          "runtime_step_s_median": r["runtime_step_s_median"], "overhead_pct": r["overhead_pct"]},
             "predicted": {"noop_writes_gpu_time_pct": 0.0,
                           "real_writes_switch_time_pct_vs_free_switching": 100 * (sim.time_s / free - 1),
-                          "schedule_time_change_pct_vs_auto": s.predicted["time_change_pct"],
-                          "schedule_energy_change_pct_vs_auto": s.predicted["energy_change_pct"]},
+                          "schedule_time_change_pct_vs_auto": s.predicted.time_change_pct,
+                          "schedule_energy_change_pct_vs_auto": s.predicted.energy_change_pct},
         }
     (D / "summary.json").write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

@@ -53,7 +53,7 @@ def run(mode: str, out: Path, window: float, spec, trace, truth, settings) -> di
     prof = fit_profile(read_sweep(out), spec, trace.name).restrict(settings)
     sched = optimize(Problem(trace, prof), "waste", 0.0)
     de, dt = true_saving(sched, spec, truth, trace)
-    return {"mode": mode, "measurements": n, "predicted_energy_change_pct": float(sched.predicted["energy_change_pct"]),
+    return {"mode": mode, "measurements": n, "predicted_energy_change_pct": float(sched.predicted.energy_change_pct),
             "true_energy_change_pct": float(de), "true_time_change_pct": float(dt), "simulated_seconds": fake.now_s,
             "wall_s": time.perf_counter() - t0, "clocks_restored": bool(fake.at_default_clocks)}
 

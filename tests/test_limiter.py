@@ -179,8 +179,8 @@ def test_optimiser_under_the_limiter_meets_the_bound_and_beats_the_isolated_choi
         iso = steady_of_allocation(CeilingTables.from_params(H, params, settings), allocate(pb, "waste", slack), H.cap_w)
         if iso.time_s <= plan.auto.time_s * (1 + slack / 100):  # the isolated choice can break the bound here
             assert plan.steady.energy_j <= iso.energy_j * (1 + 1e-12)
-        assert plan.schedule.predicted["energy_change_pct"] < -1.0
-        assert plan.schedule.predicted["ceiling_mhz"] > plan.auto.ceiling_mhz
+        assert plan.schedule.predicted.energy_change_pct < -1.0
+        assert plan.schedule.predicted.ceiling_mhz > plan.auto.ceiling_mhz
 
 
 def _synthetic_response(lim, cap, plants, name="sq"):

@@ -15,9 +15,11 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel, get_gpu
+from kdvfs.modes import Mechanism
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import kernel_hulls
 from kdvfs.optimize.problem import Problem
+from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts, check_mechanism, sequence_cost
 
@@ -229,15 +231,14 @@ def _schedule_from_settings(pb: Problem, sidx: np.ndarray, solver: str, slack_pc
     t = float(pb.T[inst, sidx].sum())
     e = float(pb.E[inst, sidx].sum())
     core, mem = st[sidx, 0], st[sidx, 1]
-    swd = {"host_call_s": sw.host_call_s, "transition_s": sw.transition_s, "mechanism": mechanism}
-    pred = {"time_s": ev["time_s"], "energy_j": ev["energy_j"], "time_change_pct": ev["time_change_pct"],
-            "energy_change_pct": ev["energy_change_pct"], "switches": ev["switches"],
-            "ideal_time_s": t, "ideal_energy_j": e}
+    pred = Prediction(ev["time_s"], ev["energy_j"], ev["time_change_pct"], ev["energy_change_pct"], ev["switches"],
+                      ideal_time_s=t, ideal_energy_j=e)
     from kdvfs.identity import trace_sha
 
     return Schedule(trace=pb.trace.name, trace_sha=trace_sha(pb.trace), gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
                     slack_pct=slack_pct, granularity="kernel", scope="global", solver=solver, predicted=pred,
-                    auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=swd)
+                    auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j},
+                    switch_plan=SwitchPlan(sw, Mechanism.parse(mechanism)))
 
 
 def _waste_setting_index(pb: Problem, slack_pct: float, granularity: str) -> np.ndarray:
