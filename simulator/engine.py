@@ -17,6 +17,7 @@ import simpy
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel
 from kdvfs.switching import SwitchCosts, check_mechanism
+from simulator.timeline import KERNEL_LANE, SWITCH_LANE, TimelineEvent
 
 __all__ = ["SimConfig", "GpuRun", "Controller", "Gpu", "run_single"]
 
@@ -77,7 +78,7 @@ class SwitchTarget(Protocol):
     """What the controller needs of a GPU process: the engine's :class:`Gpu` and the limiter's GPU both are one."""
 
     gid: int
-    timeline: list | None
+    timeline: list[TimelineEvent] | None
 
     def land(self, new: int, at: float) -> None: ...
 
@@ -118,7 +119,8 @@ class Controller:
             gpu.land(new, self.env.now + late)
             if late > 0 and gpu.timeline is not None:
                 # the time lost: the kernels meanwhile run at the old setting
-                gpu.timeline.append(("switch lands late", gpu.gid, 1, self.env.now, late, {"setting": int(new)}))
+                gpu.timeline.append(TimelineEvent("switch lands late", gpu.gid, SWITCH_LANE, self.env.now, late,
+                                                  setting=int(new)))
             return
         stall = host + self._extra
         if cfg.switch.stall_while_relocking:
@@ -132,7 +134,8 @@ class Controller:
 class Gpu:
     """One GPU executing its instance sequence (an engine: holds the state of the run)."""
 
-    def __init__(self, env: simpy.Environment, run: GpuRun, cfg: SimConfig, gid: int = 0, timeline: list | None = None):
+    def __init__(self, env: simpy.Environment, run: GpuRun, cfg: SimConfig, gid: int = 0,
+                 timeline: list[TimelineEvent] | None = None):
         self.env, self.run, self.cfg, self.gid = env, run, cfg, gid
         n = len(run.kernel)
         self.seg_t = np.zeros(len(run.names))
@@ -171,7 +174,7 @@ class Gpu:
         self.energy_j += e
         self.switch_time_s += dur
         if self.timeline is not None:
-            self.timeline.append(("switch stall", self.gid, 1, self.env.now - dur, dur, {}))
+            self.timeline.append(TimelineEvent("switch stall", self.gid, SWITCH_LANE, self.env.now - dur, dur))
 
     # helpers ----------------------------------------------------------------------
     def _rates(self, k: int, s: int, since_landing: float) -> tuple[float, float]:
@@ -188,7 +191,7 @@ class Gpu:
         self.seg_e[seg] += e
         self.energy_j += e
         if self.timeline is not None and dur > 0:
-            self.timeline.append((label, self.gid, 1, self.env.now - dur, dur, {}))
+            self.timeline.append(TimelineEvent(label, self.gid, SWITCH_LANE, self.env.now - dur, dur))
 
     def execute(self, i: int):
         """Run instance i to completion, in pieces where the setting in effect changes mid-kernel."""
@@ -228,8 +231,8 @@ class Gpu:
         if self.timeline is not None:
             c = r.setting[i]
             label = r.kernel_names[k] if r.kernel_names is not None else f"kernel {k}"
-            self.timeline.append((label, self.gid, 0, start, env.now - start,
-                                  {"setting": int(c), "segment": r.names[seg], "kernel": int(k)}))
+            self.timeline.append(TimelineEvent(label, self.gid, KERNEL_LANE, start, env.now - start, setting=int(c),
+                                               segment=r.names[seg], kernel=int(k)))
 
     def process(self, ctl: Controller, hooks: dict | None = None):
         """Execute all instances; ``hooks`` maps an instance index to a generator run before it (collectives)."""
@@ -292,7 +295,7 @@ def run_single(run: GpuRun, cfg: SimConfig) -> dict:
     """Simulate one GPU; returns totals, per-segment values, switches and an optional timeline."""
     env = simpy.Environment()
     rng = np.random.default_rng(cfg.seed)
-    tl: list | None = [] if cfg.timeline else None
+    tl: list[TimelineEvent] | None = [] if cfg.timeline else None
     gpu = Gpu(env, run, cfg, 0, tl)
     ctl = Controller(env, cfg, rng, planned_lateness(run, cfg.switch) if cfg.mechanism == "predictive" else {})
     done = env.process(gpu.process(ctl))

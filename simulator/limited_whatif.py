@@ -87,7 +87,7 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
         rows.append({"policy": pol, "slack_pct": slack_pct, "mechanism": mechanism, "switch_latency_s": sw.total_s,
                      "time_change_pct": 100 * (r.time_s / auto.time_s - 1),
                      "energy_change_pct": 100 * (r.energy_j / auto.energy_j - 1), "switches": r.switches,
-                     "median_core_mhz": r.limiter["median_core_mhz"], "steady_ceiling_mhz": r.limiter["steady_ceiling_mhz"],
+                     "median_core_mhz": r.limiter.median_core_mhz, "steady_ceiling_mhz": r.limiter.steady_ceiling_mhz,
                      "time_s": r.time_s, "energy_j": r.energy_j})
     return rows
 

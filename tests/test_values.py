@@ -89,3 +89,32 @@ def test_bad_values_name_the_field(key, value, msg):
     doc = {"format": "kdvfs-schedule/1", "trace": "x", "gpu": "rtx3080ti", "runs": [[0, 0, 2]], key: value}
     with pytest.raises(FormatError, match=msg):
         schedule_from_dict(doc)
+
+
+def test_timeline_event_args_keep_the_chrome_trace_layout(tmp_path):
+    from simulator.timeline import KERNEL_LANE, SWITCH_LANE, TimelineEvent, write_timeline
+
+    k = TimelineEvent("gemm", 0, KERNEL_LANE, 0.5, 1e-3, setting=1, segment="fwd", kernel=7)
+    late = TimelineEvent("switch lands late", 0, SWITCH_LANE, 0.501, 2e-4, setting=0)
+    assert k.args() == {"setting": 1, "segment": "fwd", "kernel": 7}
+    settings = [(0, 0), (1500, 9501)]
+    assert list(k.args(settings).items()) == [("segment", "fwd"), ("kernel", 7), ("core_mhz", 1500), ("mem_mhz", 9501)]
+    assert late.args(settings) == {"core_mhz": "auto", "mem_mhz": "auto"}
+    doc = json.loads(write_timeline([k, late], tmp_path / "t.json", settings).read_text())
+    assert [e["name"] for e in doc["traceEvents"]] == ["thread_name", "thread_name", "gemm", "switch lands late"]
+    assert doc["traceEvents"][2]["ts"] == pytest.approx(5e5) and doc["traceEvents"][3]["tid"] == SWITCH_LANE
+
+
+def test_sim_result_is_typed_and_writes_the_same_document(spaan_problem):
+    from kdvfs.optimize import optimize
+    from simulator import SegmentResult, simulate
+
+    pb = spaan_problem
+    r = simulate(pb.trace, pb.profile, optimize(pb), get_gpu("rtx3080ti"))
+    assert all(isinstance(v, SegmentResult) for v in r.segments.values())
+    d = r.to_dict()
+    assert list(d) == ["time_s", "energy_j", "switches", "switch_time_s", "path", "gpus", "segments"]
+    assert d["segments"][pb.trace.segments[0].name] == {"time_s": r.segments[pb.trace.segments[0].name].time_s,
+                                                         "energy_j": r.segments[pb.trace.segments[0].name].energy_j}
+    with pytest.raises(AttributeError):
+        r.time_s = 0.0  # type: ignore[misc]
