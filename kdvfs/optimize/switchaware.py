@@ -59,8 +59,7 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     for gran, d in [(granularity, d) for d in (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)] + [("static", 0.0)]:
         if slack_pct - d < lo_slack:
             continue
-        s = pb.to_schedule(allocate(pb, "waste", slack_pct - d, gran, "global"), objective="waste",
-                           slack_pct=slack_pct, granularity=gran, scope="global")
+        s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
         ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
         if ev["time_s"] <= budget * (1 + 1e-12) and (best is None or ev["energy_j"] < best[1]):
             best = (ev["time_s"], ev["energy_j"], s)
@@ -68,6 +67,15 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
         return pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=slack_pct,
                               granularity="static", scope="global")
     return best[2]
+
+
+def _coarse_schedule(pb: Problem, granularity: str, plan_slack_pct: float, slack_pct: float) -> Schedule:
+    """The free-switching ``granularity``-level waste optimum at ``plan_slack_pct``, labelled with ``slack_pct``
+    (memoised on the problem: it depends on neither the switch model nor the mechanism, and a what-if grid asks for
+    the same few once per scenario; each is an exact MILP)."""
+    return pb.memo(("coarse-schedule", granularity, float(plan_slack_pct), float(slack_pct)), lambda: pb.to_schedule(
+        allocate(pb, "waste", plan_slack_pct, granularity, "global"), objective="waste", slack_pct=slack_pct,
+        granularity=granularity, scope="global"))
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
