@@ -62,7 +62,7 @@ def check_mechanism(m: str) -> Mechanism:
 
 def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T: np.ndarray, P: np.ndarray,
                   kernel: np.ndarray, sw: SwitchModel, mechanism: str, costs: SwitchCosts,
-                  start_setting: int | None = None) -> dict:
+                  start_setting: int | None = None, e_inst: np.ndarray | None = None) -> dict:
     """Exact time and energy of an instance sequence under switching (zero spread).
 
     Args:
@@ -72,11 +72,12 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         kernel: kernel index per instance.
         sw: the switch model; mechanism: sync, callback or predictive; costs: mechanism overheads and idle power.
         start_setting: setting in effect before the first instance (default: the first instance's).
+        e_inst: ``t_inst * p_inst`` when the caller has it already.
     """
     check_mechanism(mechanism)
     n = len(setting)
     base_t = float(t_inst.sum())
-    base_e = float((t_inst * p_inst).sum())
+    base_e = float((t_inst * p_inst if e_inst is None else e_inst).sum())
     per_t = np.zeros(n)
     per_e = np.zeros(n)
     if n == 0:
@@ -90,7 +91,7 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         stall = costs.stall_s(mechanism, sw)
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
-        old_of_run = setting[np.maximum(change - 1, 0)]
+        old_of_run = setting.take(np.maximum(change - 1, 0))
         if start_setting is not None and change[0] == 0:
             old_of_run[0] = int(start_setting)
         if mechanism == "predictive":
@@ -111,13 +112,13 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         S = T.shape[1]  # noqa: N806
         Tf, Pf = T.ravel(), P.ravel()  # noqa: N806
         # first instance of every run, without index bookkeeping (the common, dense case)
-        kk = kernel[change] * S + old_of_run
-        t_old = Tf[kk]
-        tn = t_inst[change]
+        kk = kernel.take(change) * S + old_of_run
+        t_old = Tf.take(kk)  # take(): the same values as fancy indexing, faster
+        tn = t_inst.take(change)
         frac = np.minimum(1.0, lag / t_old)
         # the change positions are distinct and untouched so far: plain assignment, stall included
         per_t[change] = stall + frac * (t_old - tn)
-        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf[kk] - tn * p_inst[change])
+        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - tn * p_inst.take(change))
         left = lag - frac * t_old
         pos = change + 1
         active = np.flatnonzero((left > 1e-15) & (pos < nxt))

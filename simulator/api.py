@@ -99,8 +99,8 @@ class SimResult:
 
 
 def _segments(names: list[str], r: dict) -> dict[str, SegmentResult]:
-    return {nm: SegmentResult(float(r["segment_time_s"][i]), float(r["segment_energy_j"][i]))
-            for i, nm in enumerate(names)}
+    seg_t, seg_e = np.asarray(r["segment_time_s"], dtype=float), np.asarray(r["segment_energy_j"], dtype=float)
+    return {nm: SegmentResult(t, e) for nm, t, e in zip(names, seg_t.tolist(), seg_e.tolist())}
 
 
 def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec | None = None) -> GpuRun:
@@ -111,7 +111,7 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     setting = prof.pairs_index(pairs)[inverse]
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
                   segment=trace.instance_segments(), names=[s.name for s in trace.segments],
-                  kernel_names=[k.name for k in trace.kernels])
+                  kernel_names=trace.kernel_names)
 
 
 def _rep_index(trace: Trace) -> np.ndarray:

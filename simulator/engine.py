@@ -8,6 +8,7 @@ lag, several GPUs meeting at collectives (``simulator.parallel``). The engine ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -61,7 +62,7 @@ class GpuRun:
     unthrottled: tuple[np.ndarray, np.ndarray] | None = None
     power_scale: float = 1.0
     time_scale: np.ndarray | None = None  # per kernel × setting (stragglers, tensor-parallel split)
-    kernel_names: list[str] | None = None  # per kernel, labels the timeline's kernel events
+    kernel_names: Sequence[str] | None = None  # per kernel, labels the timeline's kernel events
 
 
 def _view(a: np.ndarray, dtype: type) -> memoryview:

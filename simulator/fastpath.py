@@ -32,10 +32,11 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     T = run.T if run.time_scale is None else run.T * run.time_scale
     P = run.P if run.power_scale == 1.0 else run.P * run.power_scale
     flat = run.kernel * T.shape[1] + run.setting
-    t_inst = T.ravel()[flat]
-    p_inst = P.ravel()[flat]
-    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs)
+    t_inst = T.take(flat)  # take() on the flattened table: the same values as T.ravel()[flat], faster
+    p_inst = P.take(flat)
     e_inst = t_inst * p_inst
+    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs,
+                      e_inst=e_inst)
     if r["switches"]:
         tt, ee = t_inst + r["extra_time_s"], e_inst + r["extra_energy_j"]
     else:
