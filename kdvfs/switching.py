@@ -73,6 +73,9 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         sw: the switch model; mechanism: sync, callback or predictive; costs: mechanism overheads and idle power.
         start_setting: setting in effect before the first instance (default: the first instance's).
         e_inst: ``t_inst * p_inst`` when the caller has it already.
+
+    Returns time_s and energy_j (switches paid for), switches, switch_time_s (the time they add), the per-instance
+    extra_time_s and extra_energy_j, and base_time_s (the instances' own time, ``t_inst.sum()``).
     """
     check_mechanism(mechanism)
     n = len(setting)
@@ -82,7 +85,7 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
     per_e = np.zeros(n)
     if n == 0:
         return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
-                "extra_time_s": per_t, "extra_energy_j": per_e}
+                "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": 0.0}
     change = np.flatnonzero(setting[1:] != setting[:-1]) + 1
     if start_setting is not None and int(start_setting) != int(setting[0]):
         change = np.concatenate([[0], change])
@@ -91,19 +94,19 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         stall = costs.stall_s(mechanism, sw)
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
-        old_of_run = setting.take(np.maximum(change - 1, 0))
+        old_of_run = setting.take(np.maximum(change - 1, 0) if change[0] == 0 else change - 1)
         if start_setting is not None and change[0] == 0:
             old_of_run[0] = int(start_setting)
         if mechanism == "predictive":
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
             gap = np.full(m, np.inf)
             gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
-            lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
+            lag: np.ndarray | float = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
             stall = 0.0
         else:
             if sw.stall_while_relocking:
                 stall += sw.transition_s
-            lag = np.full(m, 0.0 if sw.stall_while_relocking else sw.transition_s)
+            lag = 0.0 if sw.stall_while_relocking else sw.transition_s  # the same for every switch
         # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
         # instances together, keeping only runs with lag left (usually one or two steps)
         nxt = np.empty(m, dtype=np.int64)
@@ -119,7 +122,7 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         # the change positions are distinct and untouched so far: plain assignment, stall included
         per_t[change] = stall + frac * (t_old - tn)
         per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - tn * p_inst.take(change))
-        left = lag - frac * t_old
+        left = lag - frac * t_old  # an array either way (t_old is one)
         pos = change + 1
         active = np.flatnonzero((left > 1e-15) & (pos < nxt))
         old = old_of_run
@@ -138,4 +141,4 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
             active = active[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
-            "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e}
+            "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": base_t}

@@ -47,4 +47,4 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     seg_t = np.bincount(block_seg, weights=np.add.reduceat(tt, starts), minlength=nseg)
     seg_e = np.bincount(block_seg, weights=np.add.reduceat(ee, starts), minlength=nseg)
     return {"time_s": r["time_s"], "energy_j": r["energy_j"], "segment_time_s": seg_t, "segment_energy_j": seg_e,
-            "switches": r["switches"], "switch_time_s": r["time_s"] - float(t_inst.sum()), "timeline": None}
+            "switches": r["switches"], "switch_time_s": r["time_s"] - r["base_time_s"], "timeline": None}
