@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from kdvfs.errors import FormatError
+
 __all__ = ["h200_summary", "h200x2_comparison", "hf_runtime_summary", "write_summary"]
 
 
@@ -183,7 +185,8 @@ def hf_runtime_summary(folder: str | Path) -> dict:
     for name, r in run["schedules"].items():
         s = load_schedule(folder / name)
         if s.switch_plan is None or s.predicted is None or s.predicted.ideal_time_s is None:
-            raise ValueError(f"{name}: not a boundary schedule with its switch plan")  # written by hf_runtime_inputs
+            raise FormatError(f"{folder / name}: not a boundary schedule with its switch plan and free-switching "
+                              "prediction; write it again with `python -m scripts.hf_runtime_inputs`")
         plan = plan_for(tr, s)
         first, last = plan.regions[0], plan.regions[-1]
         wrap = int((first.core_mhz, first.mem_mhz) != (last.core_mhz, last.mem_mhz))
