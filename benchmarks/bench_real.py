@@ -68,7 +68,7 @@ def main() -> int:
             rows.append({
                 "trace": t.name, "kernels": len(t.kernels), "instances": len(t.instances()), "settings": len(prof.settings),
                 "library": {"build_profile_cpu_s": c1 - c0, "optimize_cpu_s": c2 - c1,
-                            "energy_change_pct_ideal_free_switching": sched.predicted["energy_change_pct"]},
+                            "energy_change_pct_ideal_free_switching": sched.predicted.energy_change_pct},
                 "profile_build": child(["profile", "build", "--trace", str(tp), "--gpu", "h200", "-o", str(pp)]),
                 "optimize_model_profile": child(["optimize", "--trace", str(tp), "--gpu", "h200", "--json"]),
                 "optimize_written_profile": child(["optimize", "--trace", str(tp), "--profile", str(pp), "--json"]),

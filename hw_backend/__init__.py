@@ -16,16 +16,17 @@ pynvml and torch are imported only where needed.
 
 import logging
 
-from hw_backend.base import Capabilities, ClockGuard, GpuBackend
+from hw_backend.base import Capabilities, ClockGuard, ClockWriter, GpuBackend
 from hw_backend.fake import FakeNvml
 from hw_backend.measure import WindowResult, measure_window
 from hw_backend.nvml import NvmlBackend
 from hw_backend.runtime import ClockRuntime, NoopWriter, StepRecord, SwitchRecord
-from hw_backend.sim_workload import SimulatedWorkload, TorchWorkload, Unit
+from hw_backend.sim_workload import SimulatedWorkload, TorchWorkload, Unit, Workload
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
-    "Capabilities", "ClockGuard", "ClockRuntime", "FakeNvml", "GpuBackend", "NoopWriter", "NvmlBackend",
-    "SimulatedWorkload", "StepRecord", "SwitchRecord", "TorchWorkload", "Unit", "WindowResult", "measure_window",
+    "Capabilities", "ClockGuard", "ClockRuntime", "ClockWriter", "FakeNvml", "GpuBackend", "NoopWriter", "NvmlBackend",
+    "SimulatedWorkload", "StepRecord", "SwitchRecord", "TorchWorkload", "Unit", "WindowResult", "Workload",
+    "measure_window",
 ]

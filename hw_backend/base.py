@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 _SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 """What ``signal.getsignal`` returns: a handler, SIG_DFL/SIG_IGN, or None (installed outside Python)."""
 
-__all__ = ["Capabilities", "ClockGuard", "GpuBackend"]
+__all__ = ["Capabilities", "ClockGuard", "ClockWriter", "GpuBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,17 @@ class GpuBackend(Protocol):
     def clocks_mhz(self) -> tuple[int, int]: ...
 
 
+class ClockWriter(Protocol):
+    """What :class:`ClockGuard` needs: a name, clock writes and the reset (a ``GpuBackend`` is one; so is the
+    runtime's no-op writer)."""
+
+    name: str
+
+    def set_clocks_mhz(self, core_mhz: int, mem_mhz: int, verify: bool = True) -> None: ...
+
+    def reset_clocks(self) -> None: ...
+
+
 class ClockGuard:
     """Context manager that restores the card's default clocks on every exit path.
 
@@ -78,7 +89,7 @@ class ClockGuard:
     killed run leaves a marker that the next command on the card reports.
     """
 
-    def __init__(self, backend: GpuBackend) -> None:
+    def __init__(self, backend: ClockWriter) -> None:
         self.backend = backend
         self.changed = False
         self._old: dict[int, _SignalHandler] = {}

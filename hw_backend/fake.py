@@ -19,7 +19,7 @@ import numpy as np
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["FakeNvml", "NVMLError"]
+__all__ = ["FakeHost", "FakeNvml", "NVMLError"]
 
 NVML_SUCCESS, NVML_ERROR_UNINITIALIZED, NVML_ERROR_INVALID_ARGUMENT = 0, 1, 2
 NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION = 3, 4
@@ -33,6 +33,20 @@ class NVMLError(Exception):
     def __init__(self, value: int):
         super().__init__(_NAMES.get(value, f"NVML error {value}"))
         self.value = value
+
+
+class FakeHost:
+    """The fake's host (``hw_backend.nvml.Host``): waiting is simulated idle time on the fake card, and any process
+    may try to lock clocks (the fake's ``permission`` answers with NVML's own error)."""
+
+    def __init__(self, fake: FakeNvml) -> None:
+        self.fake = fake
+
+    def sleep(self, seconds: float) -> None:
+        self.fake.idle(seconds)
+
+    def clock_privilege(self) -> str:
+        return ""
 
 
 class FakeNvml:
@@ -53,7 +67,6 @@ class FakeNvml:
         workload_device: index of the card the workload runs on (the simulated one).
     """
 
-    is_fake = True
     NVMLError = NVMLError
 
     def __init__(self, spec: GpuSpec, params: KernelParams | None = None, *, seed: int = 0, time_noise: float = 0.0,
@@ -82,6 +95,7 @@ class FakeNvml:
         self.last_core_mhz = spec.boost_core_mhz
         self._ran_since_write = True
         self.replay: dict[str, tuple[float, float, float]] = {}  # kernel name → (time_s, power_w, core_mhz)
+        self.host = FakeHost(self)
 
     @classmethod
     def from_characterization(cls, source, spec: GpuSpec, **kw) -> FakeNvml:

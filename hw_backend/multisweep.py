@@ -93,12 +93,14 @@ def run_sweep_share(g: int, backend_kind: str, gpu: str, trace_ref: str, share: 
     """Actor body: measure this GPU's share into its part file, skipping rows ``done`` elsewhere. Returns rows
     written by this call."""
     from hw_backend.nvml import NvmlBackend
+    from hw_backend.sim_workload import Workload
     from hw_backend.sweep import run_sweep
     from kdvfs.bundled import load_trace_by_name, model_params
     from kdvfs.gpus import get_gpu
 
     spec = get_gpu(gpu)
     trace = load_trace_by_name(trace_ref)
+    wl: Workload
     if backend_kind == "fake":
         from hw_backend.fake import FakeNvml
         from hw_backend.sim_workload import SimulatedWorkload
@@ -178,7 +180,7 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
             raise InputError(f"cannot start or reach Ray at {address or 'a local instance'}: {e}") from None
     try:
         opts: dict[str, Any] = {"num_gpus": 1} if backend_kind == "nvml" else {"num_cpus": 0}
-        actor = ray.remote(**opts)(ShareActor)
+        actor: Any = ray.remote(**opts)(ShareActor)  # an actor class: Ray's stubs cannot say so
         actors = {g: actor.remote(g) for g in range(gpus) if shares[g]}
         refs = [a.run.remote(backend_kind, gpu, trace_ref, shares[g], str(out), done, dict(kw),
                              (g, gpus) if by_units else None)

@@ -9,6 +9,11 @@ The card is chosen by ``device``: an NVML index, a UUID (``GPU-…``, a unique p
 bus id (``0000:65:00.0``). Without ``device`` the first entry of ``CUDA_VISIBLE_DEVICES`` is used when it is set, so
 the backend meters and locks the card PyTorch runs on (an integer there is taken as the NVML index, which is CUDA's
 index when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; use UUIDs to be sure); else index 0.
+
+What the backend needs beside NVML's functions comes through the same object, as its ``host`` (:class:`Host`): how to
+wait for a clock change to land, and whether this process may lock clocks. ``load_pynvml()`` pairs the real library
+with :class:`SystemHost` (wall-clock sleep, root check); ``FakeNvml`` brings its own (simulated idle time; permission
+modelled by its NVML errors). The backend never asks which one it has.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from hw_backend.base import Capabilities
 from kdvfs.errors import (
@@ -30,7 +36,7 @@ from kdvfs.errors import (
     UnsupportedClockError,
 )
 
-__all__ = ["NvmlBackend", "clock_step_mhz", "load_pynvml", "select_device"]
+__all__ = ["Host", "NvmlBackend", "Pynvml", "SystemHost", "clock_step_mhz", "load_pynvml", "select_device"]
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +45,48 @@ _NO_PERMISSION, _NOT_SUPPORTED, _UNINITIALIZED, _LIB_NOT_FOUND, _DRIVER_NOT_LOAD
 NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
 
 
-def load_pynvml():
-    """The real pynvml module, or ``NoGpuError``."""
+class Host(Protocol):
+    """The machine the NVML library runs on, as the backend sees it."""
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` with nothing running (for a clock change to land)."""
+        ...
+
+    def clock_privilege(self) -> str:
+        """Empty when this process may lock clocks; otherwise why it may not (and how to fix it)."""
+        ...
+
+
+class SystemHost:
+    """This machine: real time, and clock locking needs root (or CAP_SYS_ADMIN)."""
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def clock_privilege(self) -> str:
+        if hasattr(os, "geteuid") and os.geteuid() != 0:
+            return "not root: locking clocks needs root or CAP_SYS_ADMIN"
+        return ""
+
+
+class Pynvml:
+    """The pynvml module with the host it runs on: NVML's names are the module's, ``host`` is a :class:`Host`."""
+
+    def __init__(self, module: Any, host: Host | None = None) -> None:
+        self._module = module
+        self.host: Host = host if host is not None else SystemHost()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+
+def load_pynvml() -> Pynvml:
+    """The real pynvml library on this machine, or ``NoGpuError``."""
     try:
         import pynvml
     except ImportError:
         raise NoGpuError("nvidia-ml-py is not installed: `pip install nvidia-ml-py`") from None
-    return pynvml
+    return Pynvml(pynvml)
 
 
 def clock_step_mhz(clocks: tuple[int, ...] | list[int]) -> int:
@@ -71,12 +112,11 @@ def _norm_bus(b: str) -> str:
     return b.strip().upper()
 
 
-def select_device(device: str | None, env: dict | None = None) -> str | None:
+def select_device(device: str | None, env: Mapping[str, str] | None = None) -> str | None:
     """What to open: ``device`` when given, else the first ``CUDA_VISIBLE_DEVICES`` entry, else None (index 0)."""
     if device is not None and str(device).strip():
         return str(device).strip()
-    env = os.environ if env is None else env
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
     first = cvd.split(",")[0].strip()
@@ -89,7 +129,7 @@ class NvmlBackend:
     """One GPU through NVML (an engine: it holds the handle).
 
     Args:
-        nvml: the pynvml module or a pynvml-shaped fake.
+        nvml: NVML's functions with their ``host`` (:class:`Host`): ``load_pynvml()`` (the default) or ``FakeNvml``.
         index: GPU index (when ``device`` is not given and ``CUDA_VISIBLE_DEVICES`` is not set).
         observe_only: refuse every write (the default; the lent H200 is only ever used so).
         device: index, UUID (or unique prefix) or PCI bus id of the card; default: ``select_device``.
@@ -100,13 +140,10 @@ class NvmlBackend:
     def __init__(self, nvml: Any = None, index: int = 0, observe_only: bool = True,
                  sleep: Callable[[float], None] | None = None, settle_s: float = 1.0, device: str | None = None,
                  env: dict | None = None, state_dir=None) -> None:
-        import time
-
         self.nvml = nvml if nvml is not None else load_pynvml()
         self.observe_only = observe_only
-        # how to wait for a clock change to land: real time, or the fake's simulated idle time
-        fake_idle = getattr(self.nvml, "idle", None) if getattr(self.nvml, "is_fake", False) else None
-        self.sleep: Callable[[float], None] = sleep or fake_idle or time.sleep
+        # how to wait for a clock change to land: the host's time (real, or the fake's simulated idle time)
+        self.sleep: Callable[[float], None] = sleep or self.nvml.host.sleep
         self.settle_s = settle_s
         self._call(self.nvml.nvmlInit, what="initialise NVML")
         count = self._call(self.nvml.nvmlDeviceGetCount, what="count GPUs")
@@ -221,8 +258,8 @@ class NvmlBackend:
             reason = "observe-only backend"
         elif mig:
             reason = "MIG is on: slices cannot be metered for power or energy; disable MIG to use kdvfs on this GPU"
-        elif hasattr(os, "geteuid") and os.geteuid() != 0 and not getattr(n, "is_fake", False):
-            reason = "not root: locking clocks needs root or CAP_SYS_ADMIN"
+        else:
+            reason = n.host.clock_privilege()
         self._caps = Capabilities(self.name, energy, can and not reason, self.observe_only, mig, supported, limit, reason)
         return self._caps
 

@@ -134,7 +134,12 @@ class ClockRuntime:
             raise InputError("ClockRuntime needs a backend to write clocks through (NvmlBackend, or NvmlBackend(FakeNvml(…)) "
                              "in tests); pass one, or noop=True to record the writes without sending them")
         self.plan = plan
-        self.writer: Any = NoopWriter(backend) if noop else backend
+        self.writer: GpuBackend | NoopWriter
+        if noop:
+            self.writer = NoopWriter(backend)
+        else:
+            assert backend is not None  # refused above
+            self.writer = backend
         self.noop = noop
         self.clock, self.wait, self.reached, self.mark = clock, wait, reached, mark
         self._index = {(r.event, r.occurrence): i for i, r in enumerate(plan.regions)}

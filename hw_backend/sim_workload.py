@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kdvfs.errors import InputError
 from kdvfs.trace import Trace
 
-__all__ = ["Unit", "SimulatedWorkload", "TorchWorkload", "stages_of"]
+__all__ = ["Unit", "Workload", "SimulatedWorkload", "TorchWorkload", "stages_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,26 @@ class Unit:
     name: str
     keys: tuple[str, ...]
     shares: tuple[float, ...]
+
+
+class Workload(Protocol):
+    """What the sweep and live validation drive: units of work measured alone, and whole steps with a callback at
+    every boundary (``boundaries`` says which: ``"instance"`` calls ``before(i)`` with the instance index,
+    ``"stage"`` calls ``before(name)`` with the stage's name)."""
+
+    boundaries: str
+
+    def units(self) -> list[Unit]: ...
+
+    def unit_time_estimate_s(self, unit: Unit) -> float: ...
+
+    def run_unit(self, unit: Unit, repeats: int = 1) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def clock(self) -> float: ...
+
+    def run_step(self, before: Callable[[Any], None] | None = None) -> None: ...
 
 
 class SimulatedWorkload:
@@ -53,7 +75,7 @@ class SimulatedWorkload:
     def clock(self) -> float:
         return self.fake.now_s
 
-    def run_step(self, before=None) -> None:
+    def run_step(self, before: Callable[[int], None] | None = None) -> None:
         """One iteration: every instance in order; ``before(i)`` runs before instance i (clock switching)."""
         for i, k in enumerate(self.trace.instances().tolist()):
             if before is not None:
@@ -117,12 +139,13 @@ class TorchWorkload:
     def clock(self) -> float:
         return time.perf_counter()
 
-    def run_step(self, before=None) -> None:
+    def run_step(self, before: Callable[[str], None] | None = None) -> None:
         """One step; ``before(stage)`` runs at every stage boundary (the switch points of live validation)."""
         if before is None:
             self.wl.step()
             return
         labels = self.wl._label
+        at_boundary: Callable[[str], None] = before  # the closure below sees it as set
 
         class _Hook:
             def __init__(self, name):
@@ -130,7 +153,7 @@ class TorchWorkload:
 
             def __enter__(self):
                 if self.name.startswith("kdvfs.op:"):
-                    before(self.name[len("kdvfs.op:"):])
+                    at_boundary(self.name[len("kdvfs.op:"):])
                 return self.ctx.__enter__()
 
             def __exit__(self, *exc):

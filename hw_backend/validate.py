@@ -153,8 +153,9 @@ def validate(backend, workload, trace: Trace, profile: Profile, sched: Schedule,
     sim_s = simulate(trace, profile, sched, spec, cfg, path="fast")
     sim_a = simulate(trace, profile, auto, spec, cfg, path="fast")
     if mode == "isolated":  # the study's assumption: no switching cost at all
-        sim_s = type(sim_s)(sched.predicted.get("time_s", sim_s.time_s), sched.predicted.get("energy_j", sim_s.energy_j),
-                            sim_s.segments, 0, 0.0, "profile")
+        pred = sched.predicted
+        sim_s = type(sim_s)(sim_s.time_s if pred is None else pred.time_s,
+                            sim_s.energy_j if pred is None else pred.energy_j, sim_s.segments, 0, 0.0, "profile")
     res["simulated"] = {"schedule": {"time_s": sim_s.time_s, "energy_j": sim_s.energy_j},
                         "auto": {"time_s": sim_a.time_s, "energy_j": sim_a.energy_j}}
     m, sm = res["schedule"], res["simulated"]["schedule"]

@@ -295,7 +295,7 @@ class TorchZoo:
         probes: list[tuple] = []  # (start event, end event)
         marks: list[tuple] = []  # (load, start event, end event)
 
-        def timed_probe(fn: Callable[[], None] = probe) -> None:
+        def timed_probe(fn: Callable[[], object] = probe) -> None:
             """One probe between its own start and end events (its duration gives the clock)."""
             a = ev()
             a.record()

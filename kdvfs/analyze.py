@@ -72,7 +72,8 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
     for sl in slacks:
         ideal = optimize(pb, "waste", sl, "kernel", "global")
         p = ideal.predicted
-        rows.append(_row(IDEAL, sl, None, p["time_change_pct"], p["energy_change_pct"], ideal.switches))
+        assert p is not None  # the optimisers always predict
+        rows.append(_row(IDEAL, sl, None, p.time_change_pct, p.energy_change_pct, ideal.switches))
         for m in MECHANISMS:
             ev = evaluate_with_switching(pb, ideal, sw, m, costs)
             rows.append(_row("naive", sl, m, ev["time_change_pct"], ev["energy_change_pct"], ev["switches"]))
@@ -81,12 +82,14 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
         if kernel_switch_aware:
             sa = switch_aware(pb, sw, mechanism, sl, costs)
             q = sa.predicted
-            rows.append(_row("switch-aware", sl, mechanism, q["time_change_pct"], q["energy_change_pct"], q["switches"]))
+            assert q is not None
+            rows.append(_row("switch-aware", sl, mechanism, q.time_change_pct, q.energy_change_pct, q.switches))
             tick(f"switch-aware, slack {sl:g} %")
         bs = boundary_schedule(pb, sw, mechanism, sl, costs)
         q = bs.predicted
-        rows.append(_row("switch-aware at module boundaries", sl, mechanism, q["time_change_pct"],
-                         q["energy_change_pct"], q["switches"]))
+        assert q is not None
+        rows.append(_row("switch-aware at module boundaries", sl, mechanism, q.time_change_pct,
+                         q.energy_change_pct, q.switches))
         schedules[f"schedule-boundary-slack{sl:g}.json"] = bs
         tick(f"module boundaries, slack {sl:g} %")
     s = trace.summary()

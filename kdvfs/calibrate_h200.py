@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,7 @@ def kernel_rows(rows: list[dict]) -> list[dict]:
 
 
 def spec_from_vector(x, base: GpuSpec = H200_UNFITTED) -> GpuSpec:
-    card = dict(zip(CARD_FIELDS, (float(v) for v in x[: len(CARD_FIELDS)])))
+    card: dict[str, Any] = dict(zip(CARD_FIELDS, (float(v) for v in x[: len(CARD_FIELDS)])))
     act = {"tensor16": 1.0, **dict(zip(ACTIVITY_FIELDS, (float(v) for v in x[len(CARD_FIELDS):])))}
     mem_idle = base.mem_power_w
     return replace(base, **card, peak_tflops_dtype=tuple(PEAK_TFLOPS_DTYPE.items()),

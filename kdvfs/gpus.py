@@ -320,7 +320,7 @@ _H200_FIT_FIELDS = ("core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w
 
 def apply_h200_fit(base: GpuSpec, params: dict, source: str) -> GpuSpec:
     """``base`` with fitted constants (``params`` of a ``kdvfs-h200-fit/1`` document), each sourced to ``source``."""
-    card = {k: float(params[k]) for k in _H200_FIT_FIELDS}
+    card: dict = {k: float(params[k]) for k in _H200_FIT_FIELDS}  # values of several field types for replace()
     fitted = set(_H200_FIT_FIELDS) | {"work_activity"}
     sources = tuple((k, v) for k, v in base.sources if k not in fitted | {"peak_tflops_dtype"})
     sources += tuple((k, source) for k in sorted(fitted))

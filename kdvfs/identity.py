@@ -44,11 +44,14 @@ def file_header(path) -> dict[str, str]:
     from pathlib import Path
 
     try:
-        with Path(path).open("rb") as f:
-            raw = f.read(2)
-        opener = gzip.open if raw == b"\x1f\x8b" else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as f:  # type: ignore[operator]
-            first = f.readline(4096)
+        with Path(path).open("rb") as fb:
+            raw = fb.read(2)
+        if raw == b"\x1f\x8b":
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fz:
+                first = fz.readline(4096)
+        else:
+            with open(path, encoding="utf-8", errors="replace") as ft:
+                first = ft.readline(4096)
     except (OSError, EOFError):
         return {}  # the reader proper reports what is wrong with the file
     if not first.startswith("#"):

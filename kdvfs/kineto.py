@@ -131,7 +131,9 @@ class _Stream:
 
     def peek(self) -> str:
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()
+            m = _WS.match(self.buf, self.pos)
+            assert m is not None  # the pattern matches the empty string
+            self.pos = m.end()
             if self.pos < len(self.buf) or self.eof:
                 return self.buf[self.pos] if self.pos < len(self.buf) else ""
             self._fill()
@@ -344,7 +346,7 @@ def resolve(raw: KinetoRaw) -> list[Resolved]:
     """Ancestors of every GPU event's launch, by one sweep per thread (see the module docstring)."""
     n = len(raw.gpu)
     queries: dict[Any, list[tuple[float, int]]] = {}
-    launch_t = [None] * n
+    launch_t: list[float | None] = [None] * n
     for i, ev in enumerate(raw.gpu):
         lt = raw.launches.get(ev.correlation)
         if lt is None:
@@ -419,9 +421,10 @@ def resolve(raw: KinetoRaw) -> list[Resolved]:
     for i in range(n):
         f = found[i]
         st = -1
-        if steps and launch_t[i] is not None:
-            k = bisect.bisect_right(starts, launch_t[i]) - 1
-            if k >= 0 and launch_t[i] <= steps[k][1]:
+        lt_i = launch_t[i]
+        if steps and lt_i is not None:
+            k = bisect.bisect_right(starts, lt_i) - 1
+            if k >= 0 and lt_i <= steps[k][1]:
                 st = k
         if f is None:
             out.append(Resolved(None, None, None, labels[i], (), st))

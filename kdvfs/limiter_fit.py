@@ -320,6 +320,7 @@ def fit_limiter(responses: list[dict], spec: GpuSpec, plants: dict | None = None
                               diff_step=1e-3, max_nfev=200, loss="soft_l1", f_scale=scale)
             if best is None or r.cost < best.cost:
                 best = r
+    assert best is not None  # the loop above ran at least once
     x = best.x
     # the simulator's kernel power is on the energy counter's scale, the fitted cap on that of the power field the
     # plants came from: by default the model holds the preset's cap (itself fitted to the zoo's energy counter)

@@ -95,7 +95,7 @@ def _dist_info(doc: Any) -> Mapping[str, Any]:
 
 def _timing(doc: Any, trace: Trace, where: str) -> RankTiming:
     """Match the trace's instances (event order) to the file's GPU events for their start, launch and stream."""
-    events = doc.get("traceEvents") if isinstance(doc, Mapping) else doc
+    events = (doc.get("traceEvents") if isinstance(doc, Mapping) else doc) or []
     runtime: dict[Any, float] = {}
     gpu = []
     for ev in events:

@@ -378,7 +378,7 @@ def clock_table(trace: Trace, profile: Profile) -> dict:
     labels = [f"{fmt_clock(c)}/{fmt_clock(m)}" for c, m in p.settings]
     rows = []
     for i, k in enumerate(trace.kernels):
-        r = {"kernel": trace.kernel_keys[i], "name": k.name, "category": k.category, "flops": k.flops,
+        r: dict[str, object] = {"kernel": trace.kernel_keys[i], "name": k.name, "category": k.category, "flops": k.flops,
              "bytes": k.bytes, "dtype": k.dtype, "math": k.math, "work_source": k.work_source or
              ("given" if k.flops or k.bytes else "category")}
         if p.eff_core_mhz is not None:

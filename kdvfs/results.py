@@ -48,7 +48,7 @@ SECTIONS: tuple[Section, ...] = (
             "`python benchmarks/bench_real.py --json …`: the recorded HF GPT-2 step, as imported and flattened, × the "
             "H200's settings; each command in a child process."),
     Section("validation/h200/summary.json", "The GPT-3 XL block on the H200, observe-only",
-            "`scripts/h200_observe.py` and `scripts/h200_summary.py` on the lent H200 (no clock ever changed): "
+            "`scripts/h200_observe.py` on the lent H200 and `kdvfs summarize h200` (no clock ever changed): "
             "measured step time and energy against the kernel model's prediction. See validation/h200/README.md."),
     Section("validation/h200/validate_live_noop.json", "Live validation with no-op writes (H200)",
             "`kdvfs validate --mode live` in observe-only mode on the H200: the schedule's boundaries replayed with "
@@ -58,13 +58,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("validation/h200/carryover.json", "Power carry-over between stages (H200)",
             "`scripts/h200_carryover.py`: does a heavy stage's power carry into the next one?"),
     Section("validation/rtx3080ti-calibration/variants.json", "The RTX 3080 Ti calibration and its variants",
-            "`python scripts/calibration_variants.py`: the study's Table 2 rows met by each calibration variant. "
+            "`python -m scripts.calibration_variants`: the study's Table 2 rows met by each calibration variant. "
             "See validation/rtx3080ti-calibration/README.md."),
     Section("validation/synthetic/crossval.json", "Fitting sweeps: cross-validation on synthetic data",
-            "`python scripts/crossval_synthetic.py`: the model fitted on a few clock settings per kernel, tested on "
+            "`python -m scripts.crossval_synthetic`: the model fitted on a few clock settings per kernel, tested on "
             "the rest."),
     Section("validation/fake/sparse_vs_exhaustive.json", "Sparse against exhaustive sweeps (fake device)",
-            "`python scripts/sparse_vs_exhaustive.py`: the saving found from a sparse sweep against a full one."),
+            "`python -m scripts.sparse_vs_exhaustive`: the saving found from a sparse sweep against a full one."),
 )
 
 

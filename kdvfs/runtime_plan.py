@@ -28,6 +28,7 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel
 from kdvfs.optimize.problem import Problem
+from kdvfs.prediction import Prediction
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts
@@ -193,13 +194,12 @@ def boundary_schedule(pb: Problem, sw: SwitchModel, mechanism: str = "predictive
     sched = Schedule(trace=pb.trace.name, gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
                      slack_pct=slack_pct, granularity="boundary", scope="global",
                      solver=rs.solver.replace("switch-aware", "switch-aware at module boundaries"),
-                     auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=dict(rs.switch_model))
+                     auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_plan=rs.switch_plan)
     ev = evaluate_with_switching(pb, sched, sw, mechanism, costs)
     st = pb.instance_setting_index(sched)
     inst = pb.trace.instances()
-    pred = {"time_s": ev["time_s"], "energy_j": ev["energy_j"], "time_change_pct": ev["time_change_pct"],
-            "energy_change_pct": ev["energy_change_pct"], "switches": ev["switches"],
-            "ideal_time_s": float(pb.T[inst, st].sum()), "ideal_energy_j": float(pb.E[inst, st].sum())}
+    pred = Prediction(ev["time_s"], ev["energy_j"], ev["time_change_pct"], ev["energy_change_pct"], ev["switches"],
+                      ideal_time_s=float(pb.T[inst, st].sum()), ideal_energy_j=float(pb.E[inst, st].sum()))
     return Schedule(trace=sched.trace, gpu=sched.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
                     slack_pct=slack_pct, granularity="boundary", scope="global", solver=sched.solver, predicted=pred,
-                    auto=sched.auto, switch_model=sched.switch_model)
+                    auto=sched.auto, switch_plan=sched.switch_plan)

@@ -13,6 +13,7 @@ import numpy as np
 from kdvfs.arrays import frozen_array, unique_pairs
 from kdvfs.errors import FormatError
 from kdvfs.gpus import GpuSpec
+from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.profile import fmt_clock, parse_clock
 from kdvfs.trace import Trace, read_json_document
 
@@ -45,12 +46,12 @@ class Schedule:
         granularity: ``static``, ``pass``, ``kernel``.
         scope: ``local`` or ``global``.
         solver: the solver that made it.
-        predicted: predicted time_s, energy_j and their changes vs auto, switches (from the profile, free switching
-            unless the solver says otherwise).
+        predicted: what the model predicts for it (:class:`~kdvfs.prediction.Prediction`); None when unknown.
         auto: time_s and energy_j at auto clocks.
         bound_energy_j: a proven lower bound on the optimum energy (when the solver proves one).
         gap_pct: (energy − bound) / bound.
-        switch_model: the switch model the schedule was planned with (switch-aware solvers), else empty.
+        switch_plan: the switch model and mechanism it was planned for (switch-aware solvers), else None; the file
+            keeps it as ``switch_model``.
         trace_sha: content hash of the trace's kernels (``kdvfs.identity``), when known.
     """
 
@@ -63,11 +64,11 @@ class Schedule:
     granularity: str = "kernel"
     scope: str = "global"
     solver: str = ""
-    predicted: dict = field(default_factory=dict)
+    predicted: Prediction | None = None
     auto: dict = field(default_factory=dict)
     bound_energy_j: float | None = None
     gap_pct: float | None = None
-    switch_model: dict = field(default_factory=dict)
+    switch_plan: SwitchPlan | None = None
     trace_sha: str = ""
     _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -113,7 +114,8 @@ class Schedule:
             "format": FORMAT, "trace": self.trace, "trace_sha": self.trace_sha, "gpu": self.gpu, "instances": self.n_instances,
             "objective": self.objective, "slack_pct": self.slack_pct, "granularity": self.granularity,
             "scope": self.scope, "solver": self.solver, "bound_energy_j": self.bound_energy_j, "gap_pct": self.gap_pct,
-            "predicted": self.predicted, "auto": self.auto, "switch_model": self.switch_model,
+            "predicted": self.predicted.to_dict() if self.predicted is not None else {}, "auto": self.auto,
+            "switch_model": self.switch_plan.to_dict() if self.switch_plan is not None else {},
             "switches": self.switches,
             "runs": [[fmt_clock(c), fmt_clock(m), n] for c, m, n in runs_of(self.core_mhz, self.mem_mhz)],
         }
@@ -162,9 +164,9 @@ def schedule_from_dict(doc: dict, where: str = "schedule") -> Schedule:
         core_mhz=np.array(core, dtype=np.int64), mem_mhz=np.array(mem, dtype=np.int64),
         objective=str(doc.get("objective", "")), slack_pct=float(slack or 0.0),
         granularity=str(doc.get("granularity", "")), scope=str(doc.get("scope", "")), solver=str(doc.get("solver", "")),
-        predicted=dict(doc.get("predicted") or {}), auto=dict(doc.get("auto") or {}),
+        predicted=Prediction.from_dict(doc.get("predicted") or {}, where), auto=dict(doc.get("auto") or {}),
         bound_energy_j=_field(doc, "bound_energy_j", num, where), gap_pct=_field(doc, "gap_pct", num, where),
-        switch_model=dict(doc.get("switch_model") or {}), trace_sha=str(_field(doc, "trace_sha", str, where, "")),
+        switch_plan=SwitchPlan.from_dict(doc.get("switch_model") or {}, where), trace_sha=str(_field(doc, "trace_sha", str, where, "")),
     )
 
 

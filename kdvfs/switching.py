@@ -62,7 +62,7 @@ def check_mechanism(m: str) -> Mechanism:
 
 def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T: np.ndarray, P: np.ndarray,
                   kernel: np.ndarray, sw: SwitchModel, mechanism: str, costs: SwitchCosts,
-                  start_setting: int | None = None) -> dict:
+                  start_setting: int | None = None, e_inst: np.ndarray | None = None) -> dict:
     """Exact time and energy of an instance sequence under switching (zero spread).
 
     Args:
@@ -72,16 +72,20 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         kernel: kernel index per instance.
         sw: the switch model; mechanism: sync, callback or predictive; costs: mechanism overheads and idle power.
         start_setting: setting in effect before the first instance (default: the first instance's).
+        e_inst: ``t_inst * p_inst`` when the caller has it already.
+
+    Returns time_s and energy_j (switches paid for), switches, switch_time_s (the time they add), the per-instance
+    extra_time_s and extra_energy_j, and base_time_s (the instances' own time, ``t_inst.sum()``).
     """
     check_mechanism(mechanism)
     n = len(setting)
     base_t = float(t_inst.sum())
-    base_e = float((t_inst * p_inst).sum())
+    base_e = float((t_inst * p_inst if e_inst is None else e_inst).sum())
     per_t = np.zeros(n)
     per_e = np.zeros(n)
     if n == 0:
         return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
-                "extra_time_s": per_t, "extra_energy_j": per_e}
+                "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": 0.0}
     change = np.flatnonzero(setting[1:] != setting[:-1]) + 1
     if start_setting is not None and int(start_setting) != int(setting[0]):
         change = np.concatenate([[0], change])
@@ -90,19 +94,19 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         stall = costs.stall_s(mechanism, sw)
         # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
         # run's requested setting (a new switch first completes any transition still pending)
-        old_of_run = setting[np.maximum(change - 1, 0)]
+        old_of_run = setting.take(np.maximum(change - 1, 0) if change[0] == 0 else change - 1)
         if start_setting is not None and change[0] == 0:
             old_of_run[0] = int(start_setting)
         if mechanism == "predictive":
             csum = np.concatenate([[0.0], np.cumsum(t_inst)])
             gap = np.full(m, np.inf)
             gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
-            lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
+            lag: np.ndarray | float = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
             stall = 0.0
         else:
             if sw.stall_while_relocking:
                 stall += sw.transition_s
-            lag = np.full(m, 0.0 if sw.stall_while_relocking else sw.transition_s)
+            lag = 0.0 if sw.stall_while_relocking else sw.transition_s  # the same for every switch
         # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
         # instances together, keeping only runs with lag left (usually one or two steps)
         nxt = np.empty(m, dtype=np.int64)
@@ -111,14 +115,14 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         S = T.shape[1]  # noqa: N806
         Tf, Pf = T.ravel(), P.ravel()  # noqa: N806
         # first instance of every run, without index bookkeeping (the common, dense case)
-        kk = kernel[change] * S + old_of_run
-        t_old = Tf[kk]
-        tn = t_inst[change]
+        kk = kernel.take(change) * S + old_of_run
+        t_old = Tf.take(kk)  # take(): the same values as fancy indexing, faster
+        tn = t_inst.take(change)
         frac = np.minimum(1.0, lag / t_old)
         # the change positions are distinct and untouched so far: plain assignment, stall included
         per_t[change] = stall + frac * (t_old - tn)
-        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf[kk] - tn * p_inst[change])
-        left = lag - frac * t_old
+        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - tn * p_inst.take(change))
+        left = lag - frac * t_old  # an array either way (t_old is one)
         pos = change + 1
         active = np.flatnonzero((left > 1e-15) & (pos < nxt))
         old = old_of_run
@@ -137,4 +141,4 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
             active = active[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
-            "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e}
+            "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": base_t}

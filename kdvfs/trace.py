@@ -185,6 +185,13 @@ class Trace:
         return self._cache["keys"]
 
     @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """The name of each distinct kernel (cached: the simulator labels timelines with them on every run)."""
+        if "names" not in self._cache:
+            self._cache["names"] = tuple(k.name for k in self.kernels)
+        return self._cache["names"]
+
+    @property
     def kernel_segment(self) -> np.ndarray:
         """Segment index of each distinct kernel."""
         return np.repeat(np.arange(len(self.segments)), [len(s.kernels) for s in self.segments])

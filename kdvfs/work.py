@@ -239,14 +239,14 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
                  all(isinstance(x, list) for x in s)]
         if lists:  # a tensor list: its first list holds every parameter's shape
             n = sum(_numel(s) for s in lists[0])
-            k = len(lists)
+            n_lists = len(lists)
         else:
-            k = max(1, len([s for s in shapes if s]))
+            n_lists = max(1, len([s for s in shapes if s]))
         if n == 0:
             return None
         # AdamW touches param, grad, exp_avg, exp_avg_sq (read all, write three), ~12 FLOPs per element
         adam = "adam" in full.lower()
-        return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else k + 1) * _size(dt)), dt, False, "shapes")
+        return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
     if _NORM_OPS.search(full):
         return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name)
     if _SOFTMAX_OPS.search(full):

@@ -1,6 +1,6 @@
 """Rebuild the bundled H200 traces' work and profiles (core clock only; memory fixed at 3201 MHz).
 
-    python scripts/build_h200_profile.py
+    python -m scripts.build_h200_profile
 
 Thin wrapper of ``kdvfs.calibrate_h200.build_h200_profiles``: each bundled trace takes the FLOPs and bytes of its
 shape-recorded twin (validation/h200/steps/block-<prec>.kineto.json.gz, the same workload recorded with
@@ -11,13 +11,11 @@ preset's constants fitted to the characterisation zoo (traces/h200.fit.json). So
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kdvfs.calibrate_h200 import build_h200_profiles
 
-from kdvfs.calibrate_h200 import build_h200_profiles  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

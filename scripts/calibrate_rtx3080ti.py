@@ -1,8 +1,8 @@
 """Calibrate the RTX 3080 Ti kernel model to the published per-kernel table and write the bundled profile.
 
-    python scripts/calibrate_rtx3080ti.py            # fit, print the report, write traces/
-    python scripts/calibrate_rtx3080ti.py --check    # fit and print only
-    python scripts/calibrate_rtx3080ti.py --variant mem9251 --out /tmp/v   # a variant's profile (see
+    python -m scripts.calibrate_rtx3080ti            # fit, print the report, write traces/
+    python -m scripts.calibrate_rtx3080ti --check    # fit and print only
+    python -m scripts.calibrate_rtx3080ti --variant mem9251 --out /tmp/v   # a variant's profile (see
                                                      # validation/rtx3080ti-calibration/), written outside traces/
 
 Fit: card constants and per-kernel parameters against each kernel's auto time/energy, best-setting change and
@@ -17,12 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kdvfs.calibrate import VARIANTS, calibrate, report
+from kdvfs.profile import build_profile, save_profile
+from kdvfs.trace import load_trace
 
-from kdvfs.calibrate import VARIANTS, calibrate, report  # noqa: E402
-from kdvfs.profile import build_profile, save_profile  # noqa: E402
-from kdvfs.trace import load_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """Refit the RTX 3080 Ti model with each calibration variant and put each fit's own targets (issue 3: per-kernel table)
 beside the Table 2 targets its profile gives (issue 4), to show what each modelling choice buys and costs.
 
-    python scripts/calibration_variants.py                 # all variants, one process per core; ~20 min on 2 cores
-    python scripts/calibration_variants.py --only bundled  # one variant
+    python -m scripts.calibration_variants                 # all variants, one process per core; ~20 min on 2 cores
+    python -m scripts.calibration_variants --only bundled  # one variant
 
 Results go to validation/rtx3080ti-calibration/variants.json (rewritten after every finished variant; a rerun skips
 the variants already there with the same options, so an interrupted run loses at most the fits in flight) and a
@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kdvfs.calibrate import CALIBRATION_REVISION, VARIANTS
 
-from kdvfs.calibrate import CALIBRATION_REVISION, VARIANTS  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 OUT = ROOT / "validation" / "rtx3080ti-calibration"
 MEASURED_SEEDS = 20

@@ -1,6 +1,6 @@
 """Cross-validate the sweep fit on synthetic older-GPU sweeps (no GPU needed).
 
-    python scripts/crossval_synthetic.py [--seeds 4] [--kernels 20]
+    python -m scripts.crossval_synthetic [--seeds 4] [--kernels 20]
 
 Each sweep: kernels from compute- to memory-bound (50 µs – 20 ms) on a Volta-like card that is *not* in the catalog
 (its own voltage curve, 250 W cap), 10 core clocks, memory fixed, 1 % time and 2 % power noise, throttling at the top
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kdvfs.fit import crossval, read_sweep
+from kdvfs.synthetic import synthetic_sweep, write_sweep
 
-from kdvfs.fit import crossval, read_sweep  # noqa: E402
-from kdvfs.synthetic import synthetic_sweep, write_sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -36,7 +34,7 @@ def main() -> int:
         rows.append({"seed": seed, "sweep": p.name, "time_mape_pct": r["time_mape_pct"],
                      "power_mape_pct": r["power_mape_pct"], "energy_mape_pct": r["energy_mape_pct"]})
         print(json.dumps(rows[-1]))
-    (out / "crossval.json").write_text(json.dumps({"command": "python scripts/crossval_synthetic.py", "rows": rows}, indent=1) + "\n")
+    (out / "crossval.json").write_text(json.dumps({"command": "python -m scripts.crossval_synthetic", "rows": rows}, indent=1) + "\n")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Observe-only follow-up on the H200: does a light stage cost more energy right after a heavy one than alone?
 
-    python scripts/h200_carryover.py OUT [--window 5]
+    python -m scripts.h200_carryover OUT [--window 5]
 
 For heavy stage H = fwd.fc1 and light stages L ∈ {bwd.res2, fwd.res1, bwd.ln1}: measure L alone, H alone, and the pair
 H then L as one unit, each in ≥ 5 s energy-counter windows; the step before and after (thermal drift). If the card's
@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
@@ -27,13 +25,12 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from h200_common import observe_only_block
-
     from hw_backend.measure import measure_window
     from hw_backend.workloads import BlockConfig, BlockWorkload
+    from scripts.h200_common import observe_only_block
 
     be, wl, sync = observe_only_block("bf16")
-    res: dict = {"command": f"python scripts/h200_carryover.py OUT --window {a.window:g}", "pairs": {}}
+    res: dict = {"command": f"python -m scripts.h200_carryover OUT --window {a.window:g}", "pairs": {}}
 
     def m(fn, batch=1):
         w = measure_window(fn, sync, be, window_s=a.window, warmup_s=1.0, batch=batch)

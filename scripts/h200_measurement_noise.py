@@ -1,6 +1,6 @@
 """Observe-only, on the H200: how much does one 5 s measurement of a kernel scatter between repeats?
 
-    python scripts/h200_measurement_noise.py OUT [--window 5] [--rounds 6] [--warmup 2]
+    python -m scripts.h200_measurement_noise OUT [--window 5] [--rounds 6] [--warmup 2]
 
 The study (Spaan et al. 2026) measured every kernel at every clock setting once, in one 5 s window (time from CUDA
 events, energy from the NVML energy counter), and picked the best of the 66 measurements; so its per-kernel picks and
@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 STAGES = ("fwd.fc1", "fwd.qkv", "fwd.gelu", "fwd.res1", "fwd.ln1")
 
@@ -48,9 +47,8 @@ def main() -> int:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from h200_common import observe_only_block
-
     from hw_backend.measure import measure_window
+    from scripts.h200_common import observe_only_block
 
     be, wl, sync = observe_only_block("bf16")
     # units per synchronisation: ~15 ms of work
@@ -62,7 +60,7 @@ def main() -> int:
             wl.run_stage(s)
         sync()
         batch[s] = max(1, round(0.015 / ((time.perf_counter() - t0) / 20)))
-    res: dict = {"command": f"python scripts/h200_measurement_noise.py OUT --window {a.window:g} --rounds {a.rounds} "
+    res: dict = {"command": f"python -m scripts.h200_measurement_noise OUT --window {a.window:g} --rounds {a.rounds} "
                             f"--warmup {a.warmup:g}",
                  "torch": sys.modules["torch"].__version__, "batch": batch, "windows": {s: [] for s in STAGES}}
     for rnd in range(a.rounds):

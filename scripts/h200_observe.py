@@ -1,6 +1,6 @@
 """One session on a lent H200, observe-only: record traces, measure kernels and the step, cost of live switching.
 
-    python scripts/h200_observe.py OUT_DIR [--window 5]
+    python -m scripts.h200_observe OUT_DIR [--window 5]
 
 Never changes a clock, limit or mode: the NVML backend is built with observe_only=True and only reads the energy
 counter, clocks and power. Writes into OUT_DIR:
@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def foreign_trace(out: Path) -> None:
@@ -72,7 +70,7 @@ def main() -> int:
     if a.only_foreign:
         foreign_trace(out / "foreign-transformer.kineto.json.gz")
         return 0
-    res: dict = {"command": f"python scripts/h200_observe.py OUT --window {a.window:g}", "torch": torch.__version__}
+    res: dict = {"command": f"python -m scripts.h200_observe OUT --window {a.window:g}", "torch": torch.__version__}
     t0 = time.time()
     import traceback
 

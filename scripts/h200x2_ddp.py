@@ -1,7 +1,7 @@
 """A data-parallel (DDP over NCCL) training step of a real model on several GPUs, measured observe-only.
 
-    torchrun --standalone --nproc_per_node 2 scripts/h200x2_ddp.py --out OUT_DIR [--window 10]
-    torchrun --standalone --nproc_per_node 2 scripts/h200x2_ddp.py --out /tmp/dry --dry-run     # CPU, gloo, tiny
+    torchrun --standalone --nproc_per_node 2 -m scripts.h200x2_ddp --out OUT_DIR [--window 10]
+    torchrun --standalone --nproc_per_node 2 -m scripts.h200x2_ddp --out /tmp/dry --dry-run     # CPU, gloo, tiny
 
 A GPT-2-style model built from its Hugging Face config (random weights, nothing downloaded), bf16 autocast, AdamW,
 each rank its own GPU at the cards' own clocks. Never changes a clock, limit or mode: NVML is only read (the energy
@@ -230,7 +230,7 @@ def main() -> int:
     allres: list = [None] * world
     dist.all_gather_object(allres, res)
     if rank == 0:
-        doc = {"command": f"torchrun --standalone --nproc_per_node {world} scripts/h200x2_ddp.py --out OUT "
+        doc = {"command": f"torchrun --standalone --nproc_per_node {world} -m scripts.h200x2_ddp --out OUT "
                           f"--window {a.window:g}",
                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not a.dry_run else "",
                "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",

@@ -1,9 +1,9 @@
 """A Hugging Face GPT-2 training step (built from config, random weights) on the lent H200: record it, or run it under
 the kdvfs runtime with no-op clock writes.
 
-    python scripts/hf_gpt2_step.py record  --out DIR [--layers 24 --hidden 2048 --batch 4 --seq 1024]
-    python scripts/hf_gpt2_step.py runtime --out DIR --trace T.json --schedule S.json [...]
-    python scripts/hf_gpt2_step.py record --out /tmp/x --tiny --device cpu     # dry run on a laptop
+    python -m scripts.hf_gpt2_step record  --out DIR [--layers 24 --hidden 2048 --batch 4 --seq 1024]
+    python -m scripts.hf_gpt2_step runtime --out DIR --trace T.json --schedule S.json [...]
+    python -m scripts.hf_gpt2_step record --out /tmp/x --tiny --device cpu     # dry run on a laptop
 
 Never changes a clock: ``runtime`` uses the observe-only NVML backend in no-op mode (writes are recorded, not made).
 """
@@ -15,11 +15,8 @@ import gzip
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def build(args):

@@ -2,25 +2,23 @@
 boundary-level switch-aware schedules (slack 1 %): one under the H200's switch model (catalog: ~6 ms), one under a
 hypothetical 10 µs switch (many more switches, to load the runtime).
 
-    python scripts/hf_runtime_inputs.py     # writes validation/h200/runtime/{hf-gpt2-h200.trace.json,schedule-*.json}
+    python -m scripts.hf_runtime_inputs     # writes validation/h200/runtime/{hf-gpt2-h200.trace.json,schedule-*.json}
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from kdvfs.gpus import SwitchModel, get_gpu
+from kdvfs.importers import import_kineto
+from kdvfs.model import default_params
+from kdvfs.optimize import Problem
+from kdvfs.profile import build_profile
+from kdvfs.runtime_plan import boundary_schedule
+from kdvfs.schedule import save_schedule
+from kdvfs.trace import save_trace
 
-from kdvfs.gpus import SwitchModel, get_gpu  # noqa: E402
-from kdvfs.importers import import_kineto  # noqa: E402
-from kdvfs.model import default_params  # noqa: E402
-from kdvfs.optimize import Problem  # noqa: E402
-from kdvfs.profile import build_profile  # noqa: E402
-from kdvfs.runtime_plan import boundary_schedule  # noqa: E402
-from kdvfs.schedule import save_schedule  # noqa: E402
-from kdvfs.trace import save_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 D = ROOT / "validation/h200/runtime"
 

@@ -1,6 +1,6 @@
 """How many measurements sparse mode needs to come within 0.5 points of the exhaustive sweep's saving (fake GPU).
 
-    python scripts/sparse_vs_exhaustive.py [--window 5]
+    python -m scripts.sparse_vs_exhaustive [--window 5]
 
 The fake RTX 3080 Ti runs the bundled GPT-3 XL kernels with the calibrated model as its truth and realistic noise
 (1 % time, 2 % power per run; energy counter stepping every 100 ms; 5 s windows). Exhaustive: every kernel at every
@@ -13,23 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hw_backend import FakeNvml, NvmlBackend, SimulatedWorkload
+from hw_backend.sweep import parse_settings, run_sweep, sparse_sweep
+from kdvfs.bundled import bundled_dir, load_trace_by_name
+from kdvfs.calibrate import load_params
+from kdvfs.fit import fit_profile, read_sweep
+from kdvfs.gpus import get_gpu
+from kdvfs.model import evaluate
+from kdvfs.optimize import Problem, optimize
 
-from hw_backend import FakeNvml, NvmlBackend, SimulatedWorkload  # noqa: E402
-from hw_backend.sweep import parse_settings, run_sweep, sparse_sweep  # noqa: E402
-from kdvfs.bundled import bundled_dir, load_trace_by_name  # noqa: E402
-from kdvfs.calibrate import load_params  # noqa: E402
-from kdvfs.fit import fit_profile, read_sweep  # noqa: E402
-from kdvfs.gpus import get_gpu  # noqa: E402
-from kdvfs.model import evaluate  # noqa: E402
-from kdvfs.optimize import Problem, optimize  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def true_saving(sched, spec, truth, trace) -> tuple[float, float]:
@@ -53,7 +51,7 @@ def run(mode: str, out: Path, window: float, spec, trace, truth, settings) -> di
     prof = fit_profile(read_sweep(out), spec, trace.name).restrict(settings)
     sched = optimize(Problem(trace, prof), "waste", 0.0)
     de, dt = true_saving(sched, spec, truth, trace)
-    return {"mode": mode, "measurements": n, "predicted_energy_change_pct": float(sched.predicted["energy_change_pct"]),
+    return {"mode": mode, "measurements": n, "predicted_energy_change_pct": float(sched.predicted.energy_change_pct),
             "true_energy_change_pct": float(de), "true_time_change_pct": float(dt), "simulated_seconds": fake.now_s,
             "wall_s": time.perf_counter() - t0, "clocks_restored": bool(fake.at_default_clocks)}
 
@@ -79,7 +77,7 @@ def main() -> int:
         f.unlink()
         print(json.dumps(r))
     ex, sp = res
-    doc = {"command": f"python scripts/sparse_vs_exhaustive.py --window {a.window:g}", "settings": len(settings),
+    doc = {"command": f"python -m scripts.sparse_vs_exhaustive --window {a.window:g}", "settings": len(settings),
            "kernels": len(trace.kernels), "noise": {"time": 0.01, "power": 0.02}, "runs": res,
            "measurement_ratio": sp["measurements"] / ex["measurements"],
            "saving_difference_points": abs(sp["true_energy_change_pct"] - ex["true_energy_change_pct"])}

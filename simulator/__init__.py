@@ -3,7 +3,7 @@
 - ``engine`` — simpy processes: GPU, frequency controller (sync / callback / predictive switching), governor lag.
 - ``fastpath`` — vectorised evaluation of the single-GPU, no-spread case; agrees with the engine.
 - ``parallel`` — data and tensor parallelism with ring all-reduce collectives and per-GPU power spread.
-- ``timeline`` — Chrome trace (Perfetto) output.
+- ``timeline`` — the engine's events (``TimelineEvent``) and their Chrome trace (Perfetto) output.
 - ``evaluate`` — one policy under one switch model (``kdvfs compare``, ``whatif`` and the demo use it).
 - ``whatif`` — grids of scenarios through an executor.
 - ``limiter`` — the card's power limiter in both paths (a limiter process in simpy, the same controller in a loop).
@@ -12,13 +12,13 @@
 ``simulate`` picks the fast path where it applies, unless told otherwise.
 """
 
-from simulator.api import SimResult, build_run, scaling_report, simulate
+from simulator.api import LimiterStats, SegmentResult, SimResult, build_run, scaling_report, simulate
 from simulator.engine import SimConfig
 from simulator.evaluate import PolicyResult, evaluate_policy
 from simulator.parallel import ParallelConfig, ring_allreduce_s
-from simulator.timeline import write_timeline
+from simulator.timeline import TimelineEvent, write_timeline
 
 __all__ = [
-    "ParallelConfig", "PolicyResult", "SimConfig", "SimResult", "build_run", "evaluate_policy", "ring_allreduce_s",
-    "scaling_report", "simulate", "write_timeline",
+    "LimiterStats", "ParallelConfig", "PolicyResult", "SegmentResult", "SimConfig", "SimResult", "TimelineEvent",
+    "build_run", "evaluate_policy", "ring_allreduce_s", "scaling_report", "simulate", "write_timeline",
 ]

@@ -17,40 +17,90 @@ from kdvfs.trace import Trace
 from simulator.engine import GpuRun, SimConfig, run_single
 from simulator.fastpath import fast_applies, fast_single
 from simulator.parallel import ParallelConfig, run_parallel
+from simulator.timeline import TimelineEvent
 
-__all__ = ["SimResult", "build_run", "simulate", "scaling_report"]
+__all__ = ["LimiterStats", "SegmentResult", "SimResult", "build_run", "simulate", "scaling_report"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class SegmentResult:
+    """Attributes: time_s (the slowest GPU) and energy_j (all GPUs) of one trace segment in one iteration."""
+
+    time_s: float
+    energy_j: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"time_s": self.time_s, "energy_j": self.energy_j}
+
+
+@dataclass(frozen=True, slots=True)
+class LimiterStats:
+    """What the card's power limiter did in the measured iteration (``simulator.limiter.run_limited``).
+
+    Attributes:
+        steady_ceiling_mhz, steady_limited: the steady-state ceiling of the schedule and whether the cap binds there.
+        start_ceiling_mhz, end_ceiling_mhz: the ceiling at the start and end of the measured iteration.
+        median_core_mhz, mean_core_mhz, p10_core_mhz, p90_core_mhz: the clock record, weighted by time.
+        cap_w: the cap as held.
+        model: the limiter model's parameters (``LimiterModel.to_dict``).
+        warmup_iterations: iterations run before the measured one.
+    """
+
+    steady_ceiling_mhz: float
+    steady_limited: bool
+    start_ceiling_mhz: float
+    end_ceiling_mhz: float
+    median_core_mhz: float
+    mean_core_mhz: float
+    p10_core_mhz: float
+    p90_core_mhz: float
+    cap_w: float
+    model: dict
+    warmup_iterations: int
+
+    def to_dict(self) -> dict:
+        return {"steady_ceiling_mhz": self.steady_ceiling_mhz, "steady_limited": self.steady_limited,
+                "start_ceiling_mhz": self.start_ceiling_mhz, "end_ceiling_mhz": self.end_ceiling_mhz,
+                "median_core_mhz": self.median_core_mhz, "mean_core_mhz": self.mean_core_mhz,
+                "p10_core_mhz": self.p10_core_mhz, "p90_core_mhz": self.p90_core_mhz, "cap_w": self.cap_w,
+                "model": self.model, "warmup_iterations": self.warmup_iterations}
+
+
+@dataclass(frozen=True, slots=True)
 class SimResult:
     """Attributes:
         time_s, energy_j: one iteration.
-        segments: per segment name: time_s (slowest GPU) and energy_j (all GPUs).
+        segments: per segment name, its time and energy.
         switches: clock switches (all GPUs).
         switch_time_s: time lost to switching (mean over GPUs); under the limiter, the time stalled for switches.
-        path: ``engine`` or ``fast``.
+        path: ``engine`` or ``fast`` (``profile`` for the study's no-switching-cost view in ``hw_backend.validate``).
         gpus: number of GPUs.
         timeline: engine events, when asked for.
-        limiter: with the power limiter on, its steady and start ceilings and the clock record's median, mean,
-            10th and 90th percentile (``simulator.limiter.run_limited``); None otherwise.
+        limiter: what the power limiter did, when it is on; None otherwise.
     """
 
     time_s: float
     energy_j: float
-    segments: dict
+    segments: dict[str, SegmentResult]
     switches: int
     switch_time_s: float
     path: str
     gpus: int = 1
-    timeline: list | None = field(default=None, repr=False)
-    limiter: dict | None = None
+    timeline: tuple[TimelineEvent, ...] | None = field(default=None, repr=False)
+    limiter: LimiterStats | None = None
 
     def to_dict(self) -> dict:
-        d = {"time_s": self.time_s, "energy_j": self.energy_j, "switches": self.switches,
-             "switch_time_s": self.switch_time_s, "path": self.path, "gpus": self.gpus, "segments": self.segments}
+        d: dict = {"time_s": self.time_s, "energy_j": self.energy_j, "switches": self.switches,
+                   "switch_time_s": self.switch_time_s, "path": self.path, "gpus": self.gpus,
+                   "segments": {k: v.to_dict() for k, v in self.segments.items()}}
         if self.limiter is not None:
-            d["limiter"] = self.limiter
+            d["limiter"] = self.limiter.to_dict()
         return d
+
+
+def _segments(names: list[str], r: dict) -> dict[str, SegmentResult]:
+    seg_t, seg_e = np.asarray(r["segment_time_s"], dtype=float), np.asarray(r["segment_energy_j"], dtype=float)
+    return {nm: SegmentResult(t, e) for nm, t, e in zip(names, seg_t.tolist(), seg_e.tolist())}
 
 
 def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec | None = None) -> GpuRun:
@@ -61,7 +111,7 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     setting = prof.pairs_index(pairs)[inverse]
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
                   segment=trace.instance_segments(), names=[s.name for s in trace.segments],
-                  kernel_names=[k.name for k in trace.kernels])
+                  kernel_names=trace.kernel_names)
 
 
 def _rep_index(trace: Trace) -> np.ndarray:
@@ -140,10 +190,9 @@ def simulate(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec, 
         runs = [_straggler(run, float(fi), spec.cap_w) for fi in f]
         r = run_parallel(runs, cfg, pc, _rep_index(trace))
         used = "engine"
-    segs = {nm: {"time_s": float(r["segment_time_s"][i]), "energy_j": float(r["segment_energy_j"][i])}
-            for i, nm in enumerate(names)}
-    return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),
-                     used, pc.gpus, r.get("timeline"))
+    tl = r.get("timeline")
+    return SimResult(float(r["time_s"]), float(r["energy_j"]), _segments(names, r), int(r["switches"]),
+                     float(r["switch_time_s"]), used, pc.gpus, None if tl is None else tuple(tl))
 
 
 def _simulate_limited(run, profile, spec, cfg, pc, path, limiter, params, warmup) -> SimResult:
@@ -161,10 +210,8 @@ def _simulate_limited(run, profile, spec, cfg, pc, path, limiter, params, warmup
         raise InputError("the fast path needs zero latency spread; use the engine (--path engine)")
     r = run_limited(run, profile.settings, spec, params, limiter, cfg, "fast" if use_fast else "engine", warmup,
                     profile if params is None else None)
-    segs = {nm: {"time_s": float(r["segment_time_s"][i]), "energy_j": float(r["segment_energy_j"][i])}
-            for i, nm in enumerate(run.names)}
-    return SimResult(float(r["time_s"]), float(r["energy_j"]), segs, int(r["switches"]), float(r["switch_time_s"]),
-                     "fast" if use_fast else "engine", 1, None, r["limiter"])
+    return SimResult(float(r["time_s"]), float(r["energy_j"]), _segments(run.names, r), int(r["switches"]),
+                     float(r["switch_time_s"]), "fast" if use_fast else "engine", 1, None, LimiterStats(**r["limiter"]))
 
 
 def scaling_report(trace: Trace, profile: Profile, schedule: Schedule, auto: Schedule, spec: GpuSpec, cfg: SimConfig,

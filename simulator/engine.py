@@ -8,7 +8,9 @@ lag, several GPUs meeting at collectives (``simulator.parallel``). The engine ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -16,6 +18,7 @@ import simpy
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel
 from kdvfs.switching import SwitchCosts, check_mechanism
+from simulator.timeline import KERNEL_LANE, SWITCH_LANE, TimelineEvent
 
 __all__ = ["SimConfig", "GpuRun", "Controller", "Gpu", "run_single"]
 
@@ -59,7 +62,7 @@ class GpuRun:
     unthrottled: tuple[np.ndarray, np.ndarray] | None = None
     power_scale: float = 1.0
     time_scale: np.ndarray | None = None  # per kernel × setting (stragglers, tensor-parallel split)
-    kernel_names: list[str] | None = None  # per kernel, labels the timeline's kernel events
+    kernel_names: Sequence[str] | None = None  # per kernel, labels the timeline's kernel events
 
 
 def _view(a: np.ndarray, dtype: type) -> memoryview:
@@ -70,6 +73,17 @@ def _view(a: np.ndarray, dtype: type) -> memoryview:
 
 def _eps(now: float) -> float:
     return 1e-12 * max(1.0, abs(now))
+
+
+class SwitchTarget(Protocol):
+    """What the controller needs of a GPU process: the engine's :class:`Gpu` and the limiter's GPU both are one."""
+
+    gid: int
+    timeline: list[TimelineEvent] | None
+
+    def land(self, new: int, at: float) -> None: ...
+
+    def account_stall(self, i: int, dur: float) -> None: ...
 
 
 class Controller:
@@ -93,7 +107,7 @@ class Controller:
                     sw.transition_s * float(self.rng.lognormal(0, sw.spread)))
         return sw.host_call_s, sw.transition_s
 
-    def switch(self, gpu: Gpu, i: int, new: int):
+    def switch(self, gpu: SwitchTarget, i: int, new: int):
         """Request setting ``new`` before instance ``i``."""
         cfg = self.cfg
         self.switches += 1
@@ -106,7 +120,8 @@ class Controller:
             gpu.land(new, self.env.now + late)
             if late > 0 and gpu.timeline is not None:
                 # the time lost: the kernels meanwhile run at the old setting
-                gpu.timeline.append(("switch lands late", gpu.gid, 1, self.env.now, late, {"setting": int(new)}))
+                gpu.timeline.append(TimelineEvent("switch lands late", gpu.gid, SWITCH_LANE, self.env.now, late,
+                                                  setting=int(new)))
             return
         stall = host + self._extra
         if cfg.switch.stall_while_relocking:
@@ -120,7 +135,8 @@ class Controller:
 class Gpu:
     """One GPU executing its instance sequence (an engine: holds the state of the run)."""
 
-    def __init__(self, env: simpy.Environment, run: GpuRun, cfg: SimConfig, gid: int = 0, timeline: list | None = None):
+    def __init__(self, env: simpy.Environment, run: GpuRun, cfg: SimConfig, gid: int = 0,
+                 timeline: list[TimelineEvent] | None = None):
         self.env, self.run, self.cfg, self.gid = env, run, cfg, gid
         n = len(run.kernel)
         self.seg_t = np.zeros(len(run.names))
@@ -159,7 +175,7 @@ class Gpu:
         self.energy_j += e
         self.switch_time_s += dur
         if self.timeline is not None:
-            self.timeline.append(("switch stall", self.gid, 1, self.env.now - dur, dur, {}))
+            self.timeline.append(TimelineEvent("switch stall", self.gid, SWITCH_LANE, self.env.now - dur, dur))
 
     # helpers ----------------------------------------------------------------------
     def _rates(self, k: int, s: int, since_landing: float) -> tuple[float, float]:
@@ -176,7 +192,7 @@ class Gpu:
         self.seg_e[seg] += e
         self.energy_j += e
         if self.timeline is not None and dur > 0:
-            self.timeline.append((label, self.gid, 1, self.env.now - dur, dur, {}))
+            self.timeline.append(TimelineEvent(label, self.gid, SWITCH_LANE, self.env.now - dur, dur))
 
     def execute(self, i: int):
         """Run instance i to completion, in pieces where the setting in effect changes mid-kernel."""
@@ -216,8 +232,8 @@ class Gpu:
         if self.timeline is not None:
             c = r.setting[i]
             label = r.kernel_names[k] if r.kernel_names is not None else f"kernel {k}"
-            self.timeline.append((label, self.gid, 0, start, env.now - start,
-                                  {"setting": int(c), "segment": r.names[seg], "kernel": int(k)}))
+            self.timeline.append(TimelineEvent(label, self.gid, KERNEL_LANE, start, env.now - start, setting=int(c),
+                                               segment=r.names[seg], kernel=int(k)))
 
     def process(self, ctl: Controller, hooks: dict | None = None):
         """Execute all instances; ``hooks`` maps an instance index to a generator run before it (collectives)."""
@@ -280,7 +296,7 @@ def run_single(run: GpuRun, cfg: SimConfig) -> dict:
     """Simulate one GPU; returns totals, per-segment values, switches and an optional timeline."""
     env = simpy.Environment()
     rng = np.random.default_rng(cfg.seed)
-    tl: list | None = [] if cfg.timeline else None
+    tl: list[TimelineEvent] | None = [] if cfg.timeline else None
     gpu = Gpu(env, run, cfg, 0, tl)
     ctl = Controller(env, cfg, rng, planned_lateness(run, cfg.switch) if cfg.mechanism == "predictive" else {})
     done = env.process(gpu.process(ctl))

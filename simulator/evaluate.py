@@ -49,7 +49,8 @@ def evaluate_policy(pb: Problem, spec: GpuSpec, policy: str, sw: SwitchModel, me
     costs = costs or SwitchCosts.for_gpu(spec)
     sched = policy_schedule(pb, p, slack_pct, sw, mech, costs)
     if p in FREE_SWITCHING:
-        t, e, n = sched.predicted["time_s"], sched.predicted["energy_j"], sched.switches
+        assert sched.predicted is not None  # the policy module's schedules always carry one
+        t, e, n = sched.predicted.time_s, sched.predicted.energy_j, sched.switches
     else:
         r = simulate(pb.trace, pb.profile, sched, spec, SimConfig(mechanism=mech, switch=sw, costs=costs), path="fast")
         t, e, n = r.time_s, r.energy_j, r.switches

@@ -32,10 +32,11 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     T = run.T if run.time_scale is None else run.T * run.time_scale
     P = run.P if run.power_scale == 1.0 else run.P * run.power_scale
     flat = run.kernel * T.shape[1] + run.setting
-    t_inst = T.ravel()[flat]
-    p_inst = P.ravel()[flat]
-    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs)
+    t_inst = T.take(flat)  # take() on the flattened table: the same values as T.ravel()[flat], faster
+    p_inst = P.take(flat)
     e_inst = t_inst * p_inst
+    r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs,
+                      e_inst=e_inst)
     if r["switches"]:
         tt, ee = t_inst + r["extra_time_s"], e_inst + r["extra_energy_j"]
     else:
@@ -46,4 +47,4 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     seg_t = np.bincount(block_seg, weights=np.add.reduceat(tt, starts), minlength=nseg)
     seg_e = np.bincount(block_seg, weights=np.add.reduceat(ee, starts), minlength=nseg)
     return {"time_s": r["time_s"], "energy_j": r["energy_j"], "segment_time_s": seg_t, "segment_energy_j": seg_e,
-            "switches": r["switches"], "switch_time_s": r["time_s"] - float(t_inst.sum()), "timeline": None}
+            "switches": r["switches"], "switch_time_s": r["time_s"] - r["base_time_s"], "timeline": None}

@@ -87,7 +87,7 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
         rows.append({"policy": pol, "slack_pct": slack_pct, "mechanism": mechanism, "switch_latency_s": sw.total_s,
                      "time_change_pct": 100 * (r.time_s / auto.time_s - 1),
                      "energy_change_pct": 100 * (r.energy_j / auto.energy_j - 1), "switches": r.switches,
-                     "median_core_mhz": r.limiter["median_core_mhz"], "steady_ceiling_mhz": r.limiter["steady_ceiling_mhz"],
+                     "median_core_mhz": r.limiter.median_core_mhz, "steady_ceiling_mhz": r.limiter.steady_ceiling_mhz,
                      "time_s": r.time_s, "energy_j": r.energy_j})
     return rows
 
@@ -100,7 +100,7 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
 
     tables = limited_tables(pb, spec, params)
     rows = []
-    auto = None
+    auto: dict | None = None
     for mech in mechanisms:
         for slack in slacks:
             for r in limited_rows(pb, spec, params, lim, spec.switch, mech, slack, tables):
@@ -111,6 +111,8 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
                                      limiter=False)
                     r["before"] = {k: b[k] for k in ("time_change_pct", "energy_change_pct", "switches")}
                 rows.append(r)
+    if auto is None:
+        raise InputError("the limited what-if produced no auto row; give at least one mechanism and one slack")
     return {"auto": {"time_s": auto["time_s"], "energy_j": auto["energy_j"], "median_core_mhz": auto["median_core_mhz"],
                      "steady_ceiling_mhz": auto["steady_ceiling_mhz"], "isolated_time_s": pb.auto_time_s,
                      "isolated_energy_j": pb.auto_energy_j},

@@ -27,6 +27,7 @@ from simpy.core import URGENT
 from kdvfs.limiter import CeilingTables, ControllerState, LimiterModel, controller_step
 from kdvfs.switching import SwitchCosts
 from simulator.engine import Controller, GpuRun, SimConfig
+from simulator.timeline import TimelineEvent
 
 __all__ = ["engine_limited", "fast_limited", "run_limited", "weighted_median"]
 
@@ -170,7 +171,8 @@ class _LimitedGpu:
         nseg = len(run.names)
         self.seg_t, self.seg_e = [0.0] * nseg, [0.0] * nseg
         self.counting = mark == 0
-        self.timeline = None  # the limiter path writes no Perfetto timeline (the Controller checks for one)
+        self.timeline: list[TimelineEvent] | None = None  # the limiter path writes no timeline (the Controller checks)
+        self.gid = 0
         self.clocks: list[tuple[float, float]] = []
         self.stall_total = 0.0
         self.switches = 0

@@ -13,6 +13,7 @@ import simpy
 
 from kdvfs.errors import InputError
 from simulator.engine import Controller, Gpu, GpuRun, SimConfig, planned_lateness
+from simulator.timeline import TimelineEvent
 
 __all__ = ["ParallelConfig", "ring_allreduce_s", "run_parallel"]
 
@@ -129,7 +130,7 @@ def run_parallel(runs: list[GpuRun], cfg: SimConfig, pc: ParallelConfig, rep_ind
     env = simpy.Environment()
     n = len(runs)
     names = runs[0].names
-    timeline: list | None = [] if cfg.timeline else None
+    timeline: list[TimelineEvent] | None = [] if cfg.timeline else None
     gpus = [Gpu(env, r, cfg, g, timeline) for g, r in enumerate(runs)]
     ctls = []
     for g, r in enumerate(runs):

@@ -131,10 +131,10 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
             err[which] = {"time_pct": 100 * (p["time_s"] / meas["time_s"] - 1),
                           "energy_pct": 100 * (p["energy_j"] / meas["energy_j"] - 1),
                           "median_clock_pct": 100 * (p["median_core_mhz"] / meas["median_core_mhz"] - 1)}
-        e = err["limiter_with_gaps" if "limiter_with_gaps" in err else "limiter"]
+        best = err["limiter_with_gaps" if "limiter_with_gaps" in err else "limiter"]
         rows.append({"model": model, "measured": meas, "predicted": pred, "error": err,
-                     "energy_target_met": abs(e["energy_pct"]) <= ENERGY_TARGET_PCT,
-                     "clock_target_met": abs(e["median_clock_pct"]) <= CLOCK_TARGET_PCT})
+                     "energy_target_met": abs(best["energy_pct"]) <= ENERGY_TARGET_PCT,
+                     "clock_target_met": abs(best["median_clock_pct"]) <= CLOCK_TARGET_PCT})
     done = [r for r in rows if "measured" in r]
     alt = {}
     for name, w in (alt_gap_powers or {}).items():

@@ -126,9 +126,9 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limi
         t, e = _free(sim_pb, sched)
         n = sched.switches
     else:
-        r = simulate(sim_pb.trace, sim_pb.profile, sched, spec, SimConfig(mechanism=sc.mechanism, switch=sw, costs=costs),
-                     path="fast")
-        t, e, n = r.time_s, r.energy_j, r.switches
+        res = simulate(sim_pb.trace, sim_pb.profile, sched, spec,
+                       SimConfig(mechanism=sc.mechanism, switch=sw, costs=costs), path="fast")
+        t, e, n = res.time_s, res.energy_j, res.switches
     at, ae = sim_pb.auto_time_s + extra_t, sim_pb.auto_energy_j + extra_e
     t, e = t + extra_t, e + extra_e
     return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,

@@ -157,7 +157,7 @@ def test_end_to_end_on_the_fake_sweep_fit_optimize_validate(tmp_path, spaan_trac
     prof = fit_profile(read_sweep(out), G, spaan_trace.name)
     pb = Problem(spaan_trace, prof.restrict(settings))  # choose among the settings that were measured
     sched = optimize(pb, "waste", 0.0)
-    assert sched.predicted["energy_change_pct"] < -3
+    assert sched.predicted.energy_change_pct < -3
     res = validate(be, wl, spaan_trace, pb.profile, sched, G, mode="isolated", repeats=2, window_s=0.4, warmup_s=0.05,
                    min_steps=3, allow_clock_control=True)
     assert fake.at_default_clocks

@@ -124,10 +124,10 @@ def test_engine_and_fast_path_agree_under_the_limiter(seed):
         assert a.switches == b.switches
         assert a.switch_time_s == pytest.approx(b.switch_time_s, rel=1e-9, abs=1e-15)
         for k in a.segments:
-            assert a.segments[k]["energy_j"] == pytest.approx(b.segments[k]["energy_j"], rel=1e-9)
-            assert a.segments[k]["time_s"] == pytest.approx(b.segments[k]["time_s"], rel=1e-9)
+            assert a.segments[k].energy_j == pytest.approx(b.segments[k].energy_j, rel=1e-9)
+            assert a.segments[k].time_s == pytest.approx(b.segments[k].time_s, rel=1e-9)
         for q in ("median_core_mhz", "mean_core_mhz", "end_ceiling_mhz"):
-            assert a.limiter[q] == pytest.approx(b.limiter[q], rel=1e-9)
+            assert getattr(a.limiter, q) == pytest.approx(getattr(b.limiter, q), rel=1e-9)
 
 
 def test_without_switching_the_limited_run_matches_the_steady_state_when_the_window_is_long():
@@ -139,7 +139,7 @@ def test_without_switching_the_limited_run_matches_the_steady_state_when_the_win
     tab = CeilingTables.from_params(H, params, [(AUTO, AUTO)])
     counts = np.bincount(tr.instances(), minlength=len(tr.kernels)).astype(float)[:, None]
     ss = steady_state(tab, counts, 500.0)
-    assert r.limiter["steady_ceiling_mhz"] == ss.ceiling_mhz
+    assert r.limiter is not None and r.limiter.steady_ceiling_mhz == ss.ceiling_mhz
     assert r.energy_j == pytest.approx(ss.energy_j, rel=1e-3)
     assert r.time_s == pytest.approx(ss.time_s, rel=1e-3)
 
@@ -179,8 +179,8 @@ def test_optimiser_under_the_limiter_meets_the_bound_and_beats_the_isolated_choi
         iso = steady_of_allocation(CeilingTables.from_params(H, params, settings), allocate(pb, "waste", slack), H.cap_w)
         if iso.time_s <= plan.auto.time_s * (1 + slack / 100):  # the isolated choice can break the bound here
             assert plan.steady.energy_j <= iso.energy_j * (1 + 1e-12)
-        assert plan.schedule.predicted["energy_change_pct"] < -1.0
-        assert plan.schedule.predicted["ceiling_mhz"] > plan.auto.ceiling_mhz
+        assert plan.schedule.predicted.energy_change_pct < -1.0
+        assert plan.schedule.predicted.ceiling_mhz > plan.auto.ceiling_mhz
 
 
 def _synthetic_response(lim, cap, plants, name="sq"):

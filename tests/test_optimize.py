@@ -67,9 +67,9 @@ def test_global_never_worse_than_local_and_fast_near_milp(spaan_problem):
         g = optimize(pb, "waste", slack, "kernel", "global")
         loc = optimize(pb, "waste", slack, "kernel", "local")
         m = optimize(pb, "waste", slack, "kernel", "global", solver="milp")
-        assert g.predicted["energy_j"] <= loc.predicted["energy_j"] + 1e-9
-        assert g.predicted["time_s"] <= pb.auto_time_s * (1 + slack / 100) * (1 + 1e-12)
-        assert g.predicted["energy_j"] <= m.predicted["energy_j"] * (1 + 1e-4)
+        assert g.predicted.energy_j <= loc.predicted.energy_j + 1e-9
+        assert g.predicted.time_s <= pb.auto_time_s * (1 + slack / 100) * (1 + 1e-12)
+        assert g.predicted.energy_j <= m.predicted.energy_j * (1 + 1e-4)
         assert g.gap_pct is not None and g.gap_pct < 0.01
 
 
@@ -82,11 +82,11 @@ def test_switch_aware_never_worse_than_naive(spaan_problem):
             naive = evaluate_with_switching(pb, ideal, sw, mech)
             sa = switch_aware(pb, sw, mech, slack_pct=1.0)
             budget = pb.auto_time_s * 1.01
-            assert sa.predicted["time_s"] <= budget * (1 + 1e-9)
+            assert sa.predicted.time_s <= budget * (1 + 1e-9)
             if naive["time_s"] <= budget:
-                assert sa.predicted["energy_j"] <= naive["energy_j"] + 1e-9
+                assert sa.predicted.energy_j <= naive["energy_j"] + 1e-9
             # and never worse than staying at auto
-            assert sa.predicted["energy_j"] <= pb.auto_energy_j + 1e-9
+            assert sa.predicted.energy_j <= pb.auto_energy_j + 1e-9
 
 
 def test_infeasible_slack_names_the_range(spaan_problem):
@@ -239,7 +239,7 @@ def test_hopper_switch_aware_keeps_80_percent_of_the_ideal(spaan_problem):
     sw = dataclasses.replace(get_gpu("h200").switch, spread=0.0)
     sa = switch_aware(pb, sw, "predictive", 0.0)
     r = simulate(pb.trace, pb.profile, sa, get_gpu("rtx3080ti"), SimConfig("predictive", sw, SwitchCosts()), path="engine")
-    kept = (r.energy_j / pb.auto_energy_j - 1) / (ideal["energy_j"] / pb.auto_energy_j - 1)
+    kept = (r.energy_j / pb.auto_energy_j - 1) / (ideal.energy_j / pb.auto_energy_j - 1)
     assert kept >= 0.8
     assert r.time_s <= pb.auto_time_s * 1.01
     naive = evaluate_with_switching(pb, optimize(pb), sw, "predictive")

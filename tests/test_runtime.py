@@ -84,7 +84,7 @@ def test_boundary_schedule_switches_only_at_regions(problem):
     s = boundary_schedule(problem, SwitchModel.from_latency(1e-6), "predictive", 2.0)
     plan = plan_for(problem.trace, s)
     assert plan.switches == s.switches >= 1
-    assert s.predicted["time_change_pct"] <= 2.0 + 1e-9
+    assert s.predicted.time_change_pct <= 2.0 + 1e-9
 
 
 def test_kernel_level_schedule_is_refused_with_the_fix(problem):

@@ -33,7 +33,7 @@ def test_same_size_is_identity(setup):
     pb2, sc = scaled_for(pb, spec, None, 1)
     assert np.allclose(pb2.T, pb.T) and np.allclose(pb2.E, pb.E)
     r = carry_schedule(sc, sched)
-    assert r["time_s"] == pytest.approx(sched.predicted["time_s"], rel=1e-9)
+    assert r["time_s"] == pytest.approx(sched.predicted.time_s, rel=1e-9)
 
 
 def test_small_batch_gemms_lose_efficiency_and_per_token_time_rises(setup):

@@ -11,6 +11,7 @@ from kdvfs.modes import Granularity, Mechanism, Objective, Policy, Scope
 from kdvfs.optimize import allocate, switch_aware
 from kdvfs.optimize.policies import policy_schedule
 from kdvfs.switching import SwitchCosts
+from simulator.timeline import KERNEL_LANE
 
 
 @pytest.mark.parametrize("enum", [Objective, Granularity, Scope, Mechanism, Policy])
@@ -98,15 +99,15 @@ def test_timeline_names_kernels_and_shows_late_predictive_switches(spaan_problem
     s = optimize(pb, "waste", 1.0)
     sw = dataclasses.replace(get_gpu("h200").switch, spread=0.0)
     r = simulate(pb.trace, pb.profile, s, spec, SimConfig("predictive", sw, SwitchCosts.for_gpu(spec), timeline=True))
-    kernels = [e for e in r.timeline if e[2] == 0]
+    kernels = [e for e in r.timeline if e.lane == KERNEL_LANE]
     names = [k.name for k in pb.trace.kernels]
     first = [names[k] for k in pb.trace.instances()[:10]]
-    assert [e[0] for e in kernels[:10]] == first
-    assert kernels[0][5]["segment"] == pb.trace.segments[0].name
-    late = [e for e in r.timeline if e[0] == "switch lands late"]
+    assert [e.name for e in kernels[:10]] == first
+    assert kernels[0].segment == pb.trace.segments[0].name
+    late = [e for e in r.timeline if e.name == "switch lands late"]
     planned = [v for v in planned_lateness(build_run(pb.trace, pb.profile, s, spec), sw).values() if v > 0]
     assert late and len(late) == len(planned)
-    assert sum(e[4] for e in late) == pytest.approx(sum(planned), rel=1e-12)
+    assert sum(e.dur_s for e in late) == pytest.approx(sum(planned), rel=1e-12)
     assert r.switch_time_s > 0
 
 

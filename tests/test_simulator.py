@@ -97,8 +97,8 @@ def test_engine_and_fast_path_agree_on_random_cases(seed):
         assert a.energy_j == pytest.approx(b.energy_j, rel=1e-9)
         assert a.switches == b.switches
         for k in a.segments:
-            assert a.segments[k]["energy_j"] == pytest.approx(b.segments[k]["energy_j"], rel=1e-9)
-            assert a.segments[k]["time_s"] == pytest.approx(b.segments[k]["time_s"], rel=1e-9)
+            assert a.segments[k].energy_j == pytest.approx(b.segments[k].energy_j, rel=1e-9)
+            assert a.segments[k].time_s == pytest.approx(b.segments[k].time_s, rel=1e-9)
 
 
 def test_determinism_same_seed_same_bytes(tmp_path, spaan_problem):

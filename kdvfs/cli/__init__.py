@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from kdvfs.cli import analyze, catalog, characterize, hw, limiter, multi, optimize, sim, trace
+from kdvfs.cli import analyze, catalog, characterize, hw, limiter, multi, optimize, sim, summarize, trace
 from kdvfs.errors import KdvfsError
 
 __all__ = ["build_parser", "main"]
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
         return sp
 
-    for m in (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter):
+    for m in (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter, summarize):
         m.register(sub, j)
     _fill_help(p)
     return p

@@ -27,7 +27,7 @@ def _say(msg: str) -> None:
 
 
 def cmd_characterize(a) -> int:
-    from hw_backend.characterize import ZOO_SETS, FakeZoo, characterize, full_zoo
+    from hw_backend.characterize import ZOO_SETS, Executor, FakeZoo, characterize, full_zoo
     from hw_backend.nvml import NvmlBackend
 
     _refuse_control(a)
@@ -53,7 +53,7 @@ def cmd_characterize(a) -> int:
         spec = get_gpu(a.gpu)
         fake = (FakeNvml.from_characterization(a.replay, spec) if a.replay else FakeNvml(spec, seed=a.seed))
         be = NvmlBackend(fake, observe_only=True)
-        ex = FakeZoo(fake, zoo, reject=[s for s in (a.fake_reject or "").split(",") if s])
+        ex: Executor = FakeZoo(fake, zoo, reject=[s for s in (a.fake_reject or "").split(",") if s])
         threaded = False
     else:
         from hw_backend.zoo_torch import TorchZoo

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
@@ -144,7 +145,7 @@ class stage_progress:  # noqa: N801 — used like a function: `with stage_progre
 
     def __init__(self, console, label: str) -> None:
         self.console, self.label = console, label
-        self.bar = None
+        self.bar: Any = None  # a rich Progress while open (rich is imported only on a terminal)
 
     def __enter__(self):
         if self.console is None or not self.console.is_terminal:

@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from kdvfs.cli.common import load_profile_ref, load_trace
 from kdvfs.console import make_console, print_json, table
@@ -54,7 +55,8 @@ def cmd_limiter_fit(a) -> int:
             f"{m.slew_mhz_per_s:.0f} MHz/s, cap held {m.cap_for(spec):.1f} W (tick {1e3 * m.period_s:g} ms)")
     c.print(table("fit: ceiling − probe clock", ["step response", "probe clocks (5 ms medians)", "RMS (MHz)",
                                                  "median |error| (MHz)"],
-                  [[k, fit.samples[k], f"{v:.1f}", f"{fit.median_abs_mhz[k]:.1f}"] for k, v in fit.rms_mhz.items()]))
+                  [[k, fit.samples[k], f"{v:.1f}", f"{(fit.median_abs_mhz or {})[k]:.1f}"]
+                   for k, v in fit.rms_mhz.items()]))
     return 0
 
 
@@ -96,7 +98,7 @@ def cmd_limiter_whatif(a) -> int:
         traces.append((ref, Problem(t, load_profile_ref(t.name))))
     slacks = a.slack or [0.0, 1.0, 2.0, 5.0]
     mechs = a.mechanism or ["sync", "predictive"]
-    doc = {"gpu": spec.name, "limiter": lim.to_dict(), "cap_w": lim.cap_for(spec), "switch_model": spec.switch.source,
+    doc: dict[str, Any] = {"gpu": spec.name, "limiter": lim.to_dict(), "cap_w": lim.cap_for(spec), "switch_model": spec.switch.source,
            "switch_latency_s": spec.switch.total_s, "command": _command(), "traces": {}}
     if a.evidence:  # the measurements beside the simulation: the step check and the limiter fit
         from kdvfs.limiter_fit import load_json

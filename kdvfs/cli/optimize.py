@@ -49,12 +49,13 @@ def cmd_optimize(a) -> int:
         print_json(dict(d, output=a.output))
         return 0
     p = s.predicted
+    assert p is not None  # the optimisers always predict
     gap = f", gap to the proven bound {s.gap_pct:.4f} %" if s.gap_pct is not None else ""
     # a schedule not planned with a switch model is priced as if switching were free: say so wherever it is printed
     basis = "with switch costs" if a.switch_aware else "ideal (free switching)"
     out(a).print(f"{s.granularity}-level {s.scope} {s.objective} (slack {s.slack_pct:+g} %) by {s.solver}: "
-                  f"time {p['time_change_pct']:+.3f} %, energy {p['energy_change_pct']:+.3f} % vs auto, "
-                  f"{basis}, {p['switches']} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
+                  f"time {p.time_change_pct:+.3f} %, energy {p.energy_change_pct:+.3f} % vs auto, "
+                  f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
     return 0
 
 

@@ -72,9 +72,9 @@ def cmd_simulate(a) -> int:
     c = make_console()
     c.print(f"{pb.trace.name} under {a.schedule} on {a.gpus}× {spec.name} ({a.parallel}), {a.mechanism} switching "
             f"at {1e3 * sw.total_s:.4g} ms [{r.path}]" + (
-                f"; power limiter on: median clock {r.limiter['median_core_mhz']:.0f} MHz" if r.limiter else ""))
+                f"; power limiter on: median clock {r.limiter.median_core_mhz:.0f} MHz" if r.limiter else ""))
     c.print(table("per segment", ["segment", "time (s)", "energy (J)"],
-                  [[k, v["time_s"], v["energy_j"]] for k, v in r.segments.items()]))
+                  [[k, v.time_s, v.energy_j] for k, v in r.segments.items()]))
     extra = (f" ({doc['time_change_pct']:+.3f} % time, {doc['energy_change_pct']:+.3f} % energy vs auto)"
              if a.gpus == 1 else "")
     lost = "stalled for switches" if r.limiter else "lost to switching"

@@ -99,7 +99,7 @@ def cmd_trace_import(a) -> int:
         rep = [g for g in doc["segments"] if g["repeat"] > 1 and g["kernels"] > 1]
         if rep:
             src_txt = {"modules": "the module hierarchy", "sequence": "the kernel sequence", "labels": "the labels"}
-            c.print(f"repeated blocks (from {src_txt.get(info.get('structure'), 'the labels')}): "
+            c.print(f"repeated blocks (from {src_txt.get(str(info.get('structure')), 'the labels')}): "
                     + ", ".join(f"{g['name']} × {g['repeat']} ({g['kernels']} kernels)" for g in rep))
     return 0
 

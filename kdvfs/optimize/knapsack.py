@@ -76,11 +76,32 @@ def lower_hull(t: np.ndarray, e: np.ndarray) -> np.ndarray:
     return np.array(hull, dtype=np.int64)
 
 
-_HULL_CACHE: OrderedDict[bytes, tuple[np.ndarray, ...]] = OrderedDict()
+class _Hulls(tuple):
+    """The per-kernel hulls of a pair of tables, with the hull segments sorted for the fast solver's walk (built on
+    first use: they depend on the tables only, not on the budget or the instance counts)."""
+
+    segments: list[tuple[float, int, int]] | None = None
+
+    def sorted_segments(self, T: np.ndarray, E: np.ndarray) -> list[tuple[float, int, int]]:  # noqa: N803
+        """(energy saved per second, kernel, position on its hull) of every hull segment, steepest first."""
+        if self.segments is None:
+            segs = []
+            for k, h in enumerate(self):
+                th, eh = T[k, h].tolist(), E[k, h].tolist()
+                for j in range(len(h) - 1):
+                    dt = th[j + 1] - th[j]
+                    de = eh[j] - eh[j + 1]
+                    segs.append((de / max(dt, 1e-300), k, j))
+            segs.sort(key=lambda x: -x[0])
+            self.segments = segs
+        return self.segments
+
+
+_HULL_CACHE: OrderedDict[bytes, _Hulls] = OrderedDict()
 _HULL_CACHE_SIZE = 16
 
 
-def kernel_hulls(T: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, ...]:
+def kernel_hulls(T: np.ndarray, E: np.ndarray) -> _Hulls:
     """``lower_hull`` of every row of the kernel × setting tables, memoised by the tables' contents.
 
     The switch-aware portfolio and a what-if grid solve the same problem many times: the hulls (a Python loop over
@@ -103,7 +124,7 @@ def kernel_hulls(T: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, ...]:
         hk = lower_hull(T[k], E[k])
         hk.setflags(write=False)
         hulls.append(hk)
-    out = tuple(hulls)
+    out = _Hulls(hulls)
     _HULL_CACHE[key] = out
     if len(_HULL_CACHE) > _HULL_CACHE_SIZE:
         _HULL_CACHE.popitem(last=False)
@@ -200,14 +221,7 @@ def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> A
     # point: moving along the hull trades time for energy at falling rates
     pos = [0] * K
     t_tot = float(sum(r[k] * T[k, hulls[k][0]] for k in range(K)))
-    segs = []
-    for k in range(K):
-        h = hulls[k]
-        for j in range(len(h) - 1):
-            dt = T[k, h[j + 1]] - T[k, h[j]]
-            de = E[k, h[j]] - E[k, h[j + 1]]
-            segs.append((de / max(dt, 1e-300), k, j))
-    segs.sort(key=lambda x: -x[0])
+    segs = hulls.sorted_segments(T, E) if isinstance(hulls, _Hulls) else _Hulls(hulls).sorted_segments(T, E)
     counts = [dict({int(hulls[k][0]): int(r[k])}) for k in range(K)]
     lam = 0.0
     stopped = [False] * K

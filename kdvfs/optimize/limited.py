@@ -26,6 +26,7 @@ from kdvfs.model import KernelParams
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import TIME_TIE_REL
 from kdvfs.optimize.problem import Allocation, Problem
+from kdvfs.prediction import Prediction
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 
@@ -124,9 +125,9 @@ def optimize_limited(pb: Problem, spec: GpuSpec, params: KernelParams, lim: Limi
         best = (auto.energy_j, a, auto, auto.ceiling_mhz, pb)
     e, a, ss, f, pf = best
     sched = pf.to_schedule(a, objective="waste", slack_pct=slack_pct, granularity=granularity, scope="global")
-    pred = dict(sched.predicted, time_s=ss.time_s, energy_j=ss.energy_j,
-                time_change_pct=100 * (ss.time_s / auto.time_s - 1), energy_change_pct=100 * (ss.energy_j / auto.energy_j - 1),
-                ceiling_mhz=ss.ceiling_mhz, power_w=ss.power_w, limiter=True)
+    assert sched.predicted is not None  # to_schedule always predicts
+    pred = Prediction.against(ss.time_s, ss.energy_j, auto.time_s, auto.energy_j, sched.predicted.switches,
+                              ceiling_mhz=ss.ceiling_mhz, power_w=ss.power_w, limiter=True)
     sched = dataclasses.replace(sched, predicted=pred, solver=f"{a.solver} under the limiter (priced at {f:.1f} MHz)",
                                 auto={"time_s": auto.time_s, "energy_j": auto.energy_j}, bound_energy_j=None, gap_pct=None)
     return LimitedPlan(sched, ss, auto, f, n)

@@ -9,6 +9,7 @@ import numpy as np
 
 from kdvfs.errors import InfeasibleError, InputError
 from kdvfs.modes import Objective
+from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 from kdvfs.trace import Trace
@@ -121,15 +122,14 @@ class Problem:
         return flat[offset[inst] + rank]
 
     def to_schedule(self, alloc: Allocation, *, objective: str, slack_pct: float, granularity: str, scope: str,
-                    switch_model: dict | None = None) -> Schedule:
+                    switch_plan: SwitchPlan | None = None) -> Schedule:
         """Per-instance clocks: each kernel's instances take its settings in order of the allocation."""
         sidx = self.allocation_setting_index(alloc)
         st = np.array(self.profile.settings)
         t, e = self.evaluate(alloc)
         core, mem = st[sidx, 0], st[sidx, 1]
         sw = int(((np.diff(core) != 0) | (np.diff(mem) != 0)).sum())
-        pred = {"time_s": t, "energy_j": e, "time_change_pct": 100 * (t / self.auto_time_s - 1),
-                "energy_change_pct": 100 * (e / self.auto_energy_j - 1), "switches": sw}
+        pred = Prediction.against(t, e, self.auto_time_s, self.auto_energy_j, sw)
         gap = None
         if alloc.bound_energy_j:
             gap = 100 * max(e - alloc.bound_energy_j, 0.0) / alloc.bound_energy_j
@@ -139,7 +139,7 @@ class Problem:
                         mem_mhz=mem, objective=objective,
                         slack_pct=slack_pct, granularity=granularity, scope=scope, solver=alloc.solver, predicted=pred,
                         auto={"time_s": self.auto_time_s, "energy_j": self.auto_energy_j},
-                        bound_energy_j=alloc.bound_energy_j, gap_pct=gap, switch_model=switch_model or {})
+                        bound_energy_j=alloc.bound_energy_j, gap_pct=gap, switch_plan=switch_plan)
 
     def uniform(self, setting: int, solver: str) -> Allocation:
         return Allocation(tuple({setting: int(n)} for n in self.r), solver)

@@ -15,9 +15,11 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel, get_gpu
+from kdvfs.modes import Mechanism
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import kernel_hulls
 from kdvfs.optimize.problem import Problem
+from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts, check_mechanism, sequence_cost
 
@@ -57,8 +59,7 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     for gran, d in [(granularity, d) for d in (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)] + [("static", 0.0)]:
         if slack_pct - d < lo_slack:
             continue
-        s = pb.to_schedule(allocate(pb, "waste", slack_pct - d, gran, "global"), objective="waste",
-                           slack_pct=slack_pct, granularity=gran, scope="global")
+        s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
         ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
         if ev["time_s"] <= budget * (1 + 1e-12) and (best is None or ev["energy_j"] < best[1]):
             best = (ev["time_s"], ev["energy_j"], s)
@@ -66,6 +67,15 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
         return pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=slack_pct,
                               granularity="static", scope="global")
     return best[2]
+
+
+def _coarse_schedule(pb: Problem, granularity: str, plan_slack_pct: float, slack_pct: float) -> Schedule:
+    """The free-switching ``granularity``-level waste optimum at ``plan_slack_pct``, labelled with ``slack_pct``
+    (memoised on the problem: it depends on neither the switch model nor the mechanism, and a what-if grid asks for
+    the same few once per scenario; each is an exact MILP)."""
+    return pb.memo(("coarse-schedule", granularity, float(plan_slack_pct), float(slack_pct)), lambda: pb.to_schedule(
+        allocate(pb, "waste", plan_slack_pct, granularity, "global"), objective="waste", slack_pct=slack_pct,
+        granularity=granularity, scope="global"))
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
@@ -107,29 +117,30 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     # stored as (new, old): the minimum over old settings then runs along contiguous memory (twice as fast)
     trans_list = list(np.ascontiguousarray(trans_k.transpose(0, 2, 1)))
     own_list = list(own_k)  # indexing a list is cheaper than slicing an array, per step
-    # back pointers: the instance before stayed at the same setting where `stayed`, else came from `from_prev`
-    from_prev = np.zeros((n, S), dtype=np.int32)
-    stayed = np.ones((n, S), dtype=bool)
-    k0 = inst[0]
-    val = E[k0] + lam * T[k0]
+    # back pointers, one array per instance in a list (appending is cheaper than storing a row): the instance before
+    # stayed at the same setting where `stayed[i]`, else came from `from_prev[i]`
+    from_prev: list[np.ndarray] = [ar]
+    stayed: list[np.ndarray] = [np.ones(S, dtype=bool)]
+    ks = inst.tolist()
+    val = E[ks[0]] + lam * T[ks[0]]
     sw_cost = np.empty((S, S))
-    for i, k in enumerate(inst.tolist()):
-        if i == 0:
-            continue
-        np.add((val + stall_cost)[None, :], trans_list[k], out=sw_cost)
+    flat = sw_cost.reshape(-1)
+    row_start = ar * S
+    add, minimum, less_equal = np.add, np.minimum, np.less_equal
+    for k in ks[1:]:
+        add(val + stall_cost, trans_list[k], out=sw_cost)
         best_prev = sw_cost.argmin(axis=1)
-        best_sw = sw_cost[ar, best_prev]
-        take_stay = val <= best_sw
-        from_prev[i] = best_prev
-        stayed[i] = take_stay
-        val = np.where(take_stay, val, best_sw)
+        best_sw = flat.take(row_start + best_prev)  # sw_cost[ar, best_prev], without 2-D fancy indexing
+        stayed.append(less_equal(val, best_sw))
+        from_prev.append(best_prev)
+        val = minimum(val, best_sw)  # where(stayed, val, best_sw): the same values
         val += own_list[k]
     seq = np.empty(n, dtype=np.int64)
     s = int(np.argmin(val))
     for i in range(n - 1, -1, -1):
         seq[i] = s
-        if not stayed[i, s]:
-            s = int(from_prev[i, s])
+        if not stayed[i][s]:
+            s = int(from_prev[i][s])
     return cand[seq]
 
 
@@ -149,10 +160,11 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     INF = np.inf
     val = np.full((S, A), INF)
     val[:, 0] = own_all[inst[0]]
-    # back pointers, compactly: a run of age 0 came from the flattened (setting, age) `from_switch`; a run of age a
-    # in 1 … A−2 from (same setting, a − 1); the capped age from (same setting, A − 1) where `from_cap`, else A − 2
-    from_switch = np.zeros((n, S), dtype=np.int16)
-    from_cap = np.zeros((n, S), dtype=bool)
+    # back pointers, compactly (one array per instance in a list: appending is cheaper than storing a row): a run of
+    # age 0 came from the flattened (setting, age) `from_switch[i]`; a run of age a in 1 … A−2 from (same setting,
+    # a − 1); the capped age from (same setting, A − 1) where `from_cap[i]`, else A − 2
+    from_switch: list[np.ndarray] = [np.zeros(S, dtype=np.int64)]
+    from_cap: list[np.ndarray] = [np.zeros(S, dtype=bool)]
     idx = np.arange(S)
     # per kernel: own_old − own_new for every (new, old) pair; laid out (new, old, age) so that the minimum over
     # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
@@ -163,24 +175,25 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     cost = np.empty((S, S, A))
     flat = cost.reshape(S, S * A)
     line = cost.reshape(-1)
+    row_start = idx * (S * A)
+    multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
     for i, k in enumerate(inst.tolist()):
         if i == 0:
             continue
         # switching from (s', a') to s: val + frac·(own_old − own_new)
-        np.multiply(frac_l[i], diff_k[k], out=cost)
-        np.add(cost, val[None], out=cost)
+        multiply(frac_l[i], diff_k[k], out=cost)
+        add(cost, val[None], out=cost)
         line[self_flat] = INF
         best = flat.argmin(axis=1)
         new = np.empty((S, A))
-        new[:, 0] = flat[idx, best]  # switch: a fresh run of age 0
+        new[:, 0] = line.take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         new[:, 1:A - 1] = val[:, :A - 2]  # stay: the age grows …
         cap, prev = val[:, A - 1], val[:, A - 2]
-        better = cap < prev
-        new[:, A - 1] = np.where(better, cap, prev)  # … up to the cap
+        from_cap.append(less(cap, prev))
+        new[:, A - 1] = minimum(cap, prev)  # … up to the cap (where(cap < prev, cap, prev): the same values)
         new += own_col[k]
         val = new
-        from_switch[i] = best
-        from_cap[i] = better
+        from_switch.append(best)
     seq = np.empty(n, dtype=np.int64)
     s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val)), val.shape))
     for i in range(n - 1, -1, -1):
@@ -188,10 +201,10 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         if i == 0:
             break
         if a_ == 0:
-            s_, a_ = divmod(int(from_switch[i, s_]), A)
+            s_, a_ = divmod(int(from_switch[i][s_]), A)
         elif a_ < A - 1:
             a_ -= 1
-        elif not from_cap[i, s_]:
+        elif not from_cap[i][s_]:
             a_ = A - 2
     return cand[seq]
 
@@ -229,15 +242,14 @@ def _schedule_from_settings(pb: Problem, sidx: np.ndarray, solver: str, slack_pc
     t = float(pb.T[inst, sidx].sum())
     e = float(pb.E[inst, sidx].sum())
     core, mem = st[sidx, 0], st[sidx, 1]
-    swd = {"host_call_s": sw.host_call_s, "transition_s": sw.transition_s, "mechanism": mechanism}
-    pred = {"time_s": ev["time_s"], "energy_j": ev["energy_j"], "time_change_pct": ev["time_change_pct"],
-            "energy_change_pct": ev["energy_change_pct"], "switches": ev["switches"],
-            "ideal_time_s": t, "ideal_energy_j": e}
+    pred = Prediction(ev["time_s"], ev["energy_j"], ev["time_change_pct"], ev["energy_change_pct"], ev["switches"],
+                      ideal_time_s=t, ideal_energy_j=e)
     from kdvfs.identity import trace_sha
 
     return Schedule(trace=pb.trace.name, trace_sha=trace_sha(pb.trace), gpu=pb.profile.gpu, core_mhz=core, mem_mhz=mem, objective="waste",
                     slack_pct=slack_pct, granularity="kernel", scope="global", solver=solver, predicted=pred,
-                    auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}, switch_model=swd)
+                    auto={"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j},
+                    switch_plan=SwitchPlan(sw, Mechanism.parse(mechanism)))
 
 
 def _waste_setting_index(pb: Problem, slack_pct: float, granularity: str) -> np.ndarray:

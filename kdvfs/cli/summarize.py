@@ -1,0 +1,64 @@
+"""Verb ``summarize``: the summaries under validation/ computed again from their measurement files
+(``kdvfs.summaries``); run from the checkout's root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kdvfs.console import make_console, print_json
+
+__all__ = ["register"]
+
+# what: (default folder, default output file name in it)
+_WHAT = {"h200": ("validation/h200", "summary.json"), "hf-runtime": ("validation/h200/runtime", "summary.json"),
+         "h200x2": ("validation/h200x2", "comparison.json")}
+
+
+def cmd_summarize(a) -> int:
+    from kdvfs import summaries
+
+    folder = Path(a.folder or _WHAT[a.what][0])
+    out = Path(a.output) if a.output else folder / _WHAT[a.what][1]
+    if a.what == "h200":
+        from kdvfs.bundled import resolve_trace_path
+
+        doc = summaries.h200_summary(folder, resolve_trace_path(a.trace))
+        lines = [f"step measured {1e3 * doc['measured_step_time_s']:.3f} ms / {doc['measured_step_energy_j']:.3f} J; "
+                 f"isolated-and-summed {1e3 * doc['predicted_step_time_s']:.3f} ms / "
+                 f"{doc['predicted_step_energy_j']:.3f} J ({doc['time_error_pct']:+.2f} % time, "
+                 f"{doc['energy_error_pct']:+.2f} % energy)"]
+        lines += [f"live {k} no-op switch: +{1e6 * v['measured_extra_time_per_switch_s']:.0f} µs, "
+                  f"{v['measured_extra_energy_per_switch_j']:+.4f} J per switch (simulated "
+                  f"+{1e6 * v['simulated_extra_time_per_switch_s']:.0f} µs, "
+                  f"{v['simulated_extra_energy_per_switch_j']:+.4f} J)"
+                  for k, v in doc["live_noop_switching"]["per_switch"].items()]
+    elif a.what == "hf-runtime":
+        doc = summaries.hf_runtime_summary(folder)
+        lines = [f"{name}: {s['steps_with_expected_count']}/{s['steps']} steps with the expected switches, overhead "
+                 f"{s['measured']['overhead_pct']:+.2f} % measured" for name, s in doc["schedules"].items()]
+    else:
+        doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}")
+        lines = [f"rank {r['rank']}: step {1e3 * r['measured_step_time_s']:.2f} ms measured, "
+                 f"{1e3 * r['simulated_step_time_s']:.2f} ms simulated ({r['time_error_pct']:+.2f} %); "
+                 f"{r['measured_step_energy_j']:.2f} J measured, {r['simulated_step_energy_j']:.2f} J simulated "
+                 f"({r['energy_error_pct']:+.2f} %)" for r in doc["ranks"]]
+    summaries.write_summary(doc, out)
+    if a.json:
+        print_json(doc)
+        return 0
+    c = make_console()
+    for line in lines + [f"wrote {out}"]:
+        c.print(line)
+    return 0
+
+
+def register(sub, j) -> None:
+    sp = j(sub.add_parser("summarize", help="a validation summary computed again from its measurement files"))
+    sp.add_argument("what", choices=sorted(_WHAT), help="h200: the observe-only H200 session; hf-runtime: the runtime "
+                    "on the recorded GPT-2 step; h200x2: the DDP step on two H200s against the multi-rank replay")
+    sp.add_argument("--folder", help="the measurement folder (default: validation/h200, validation/h200/runtime or "
+                                     "validation/h200x2, from the checkout's root)")
+    sp.add_argument("--trace", default="gpt3xl-torch-h200-bf16", help="h200: the bf16 trace recorded in the session")
+    sp.add_argument("--gpu", default="h200", help="h200x2: the card")
+    sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder)")
+    sp.set_defaults(fn=cmd_summarize)
