@@ -20,6 +20,7 @@ from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.problem import Problem
 from kdvfs.optimize.switchaware import switch_aware
+from kdvfs.passweep import restrict_settings
 from kdvfs.profile import load_profile
 from kdvfs.switching import MECHANISMS, SwitchCosts
 from kdvfs.trace import load_trace
@@ -67,10 +68,12 @@ def grid(gpus: list[str], latencies: list[float | None], mechanisms: list[str], 
 _CACHE: dict = {}
 
 
-def _problem(trace_ref: str, profile_ref: str) -> Problem:
-    key = (trace_ref, profile_ref)
+def _problem(trace_ref: str, profile_ref: str, settings: str = "all") -> Problem:
+    key = (trace_ref, profile_ref, settings)
     if key not in _CACHE:
-        _CACHE[key] = Problem(load_trace(resolve_trace_path(trace_ref)), load_profile(resolve_profile_path(profile_ref)))
+        tr = load_trace(resolve_trace_path(trace_ref))
+        prof = restrict_settings(load_profile(resolve_profile_path(profile_ref)).for_trace(tr), settings)
+        _CACHE[key] = Problem(tr, prof)
     return _CACHE[key]
 
 
@@ -81,9 +84,10 @@ def _switch(sc: Scenario) -> SwitchModel:
     return dataclasses.replace(base, spread=0.0)
 
 
-def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> dict:
-    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs)."""
-    pb = _problem(trace_ref, profile_ref)
+def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, settings: str = "all") -> dict:
+    """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs);
+    ``settings``: the profile's settings to choose from (``kdvfs.passweep.restrict_settings``)."""
+    pb = _problem(trace_ref, profile_ref, settings)
     spec = get_gpu(card)
     sw = _switch(sc)
     costs = SwitchCosts(idle_power_w=spec.idle_power_w)
@@ -109,9 +113,9 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario) -> d
 
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
-             progress: Callable[[int], None] | None = None) -> list[dict]:
+             progress: Callable[[int], None] | None = None, settings: str = "all") -> list[dict]:
     rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc) for sc in scenarios]):
+    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, settings) for sc in scenarios]):
         rows.append(r)
         if progress:
             progress(1)

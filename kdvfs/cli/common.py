@@ -8,7 +8,7 @@ from pathlib import Path
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
+__all__ = ["SETTINGS_HELP", "load_profile_ref", "load_trace", "out", "problem", "progress", "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -41,10 +41,15 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 def problem(a):
     from kdvfs.optimize import Problem
+    from kdvfs.passweep import restrict_settings
 
     t = load_trace(a.trace)
     prof = load_profile_ref(a.profile) if a.profile else load_profile_ref(t.name)
-    return Problem(t, prof)
+    return Problem(t, restrict_settings(prof.for_trace(t), getattr(a, "settings", None) or "all"))
+
+
+SETTINGS_HELP = ("clock settings to choose from: all (the profile's, the card's full grid) or study (the 66 of "
+                 "Spaan et al. 2026, to compare with the paper on its own grid)")
 
 
 def switch_model(a, gpu_name: str | None):

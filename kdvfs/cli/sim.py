@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from kdvfs.cli.common import problem, progress, switch_model, write_csv
+from kdvfs.cli.common import SETTINGS_HELP, load_profile_ref, problem, progress, switch_model, write_csv
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -100,7 +100,7 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
-def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if"):
+def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", settings="all"):
     from kdvfs.executor import make_executor
     from simulator.whatif import run_grid
 
@@ -108,7 +108,8 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
     try:
         with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
-            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n))
+            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
+                            settings=settings)
     finally:
         ex.close()
     return rows
@@ -129,7 +130,11 @@ def cmd_whatif(a) -> int:
                 a.slack or [0.0])
     c = make_console()
     t0 = time.perf_counter()
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c)
+    if a.settings != "all":  # checked here, once, with a clear message, before any worker starts
+        from kdvfs.passweep import restrict_settings
+
+        restrict_settings(load_profile_ref(profile_ref), a.settings)
+    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, settings=a.settings)
     if a.output:
         write_csv(rows, a.output)
         png = Path(a.png or Path(a.output).with_suffix(".png"))
@@ -249,6 +254,7 @@ def register(sub, j) -> None:
     sp.add_argument("--policy", action="append", choices=["auto", "pass", "ideal", "naive", "switch-aware"])
     sp.add_argument("--slack", type=float, action="append")
     sp.add_argument("--executor", default="local", help="local, serial, ray or ray://HOST:PORT")
+    sp.add_argument("--settings", choices=["all", "study"], default="all", help=SETTINGS_HELP)
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
     sp.add_argument("--png")
     sp.set_defaults(fn=cmd_whatif)
