@@ -5,7 +5,7 @@ and energy at auto, its change at the published best setting, its extremes over 
 sweep (Figures 3/4: forward and backward pass, time and energy change at all 66 settings). Table 2, the relaxed-waste
 curve and the batch / tensor-parallel trends are held out: they are computed by the optimisers on the fitted model.
 
-Free parameters (``docs/model.md``): 17 for the card (``CARD_PARAMS``), 5 per kernel (t0, tc, tm, uc, um); none
+Free parameters (``docs/model.md``): 20 for the card (``CARD_PARAMS``), 5 per kernel (t0, tc, tm, uc, um); none
 belongs to a single setting.
 
 Loss: a sum of squares of normalised residuals, each a model-minus-data difference divided by its tolerance:
@@ -18,7 +18,7 @@ Loss: a sum of squares of normalised residuals, each a model-minus-data differen
 - a weak prior keeping each kernel's fixed time t0 below 2 % of its auto time unless the data need more.
 
 The Jacobian is found by finite differences in blocks (every kernel's parameter j moved at once: a kernel's values
-depend only on its own parameters and the card's), so one Jacobian costs 22 model evaluations.
+depend only on its own parameters and the card's), so one Jacobian costs 25 model evaluations.
 """
 
 from __future__ import annotations

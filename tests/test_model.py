@@ -47,7 +47,10 @@ def test_throttling_holds_the_cap_and_lowers_the_clock(spaan_trace):
     a = evaluate(g, p, np.array([AUTO, AUTO]), np.array([AUTO, 5001]))
     assert a.core_mhz[gemm, 1] >= a.core_mhz[gemm, 0]
     binned = evaluate(g, p, cores, np.full(len(cores), 9501), binned=True)
-    assert set(np.unique(binned.core_mhz)) <= set(map(float, cores)) | {float(g.boost_core_mhz)}
+    # throttled: snapped to a supported bin; unthrottled: the clock the card runs the request at (core floor)
+    assert set(np.unique(binned.core_mhz[binned.throttled])) <= set(map(float, cores))
+    req, _ = g.effective_request(cores, np.full(len(cores), 9501))
+    assert np.allclose(binned.core_mhz[~binned.throttled], np.broadcast_to(req, binned.core_mhz.shape)[~binned.throttled])
 
 
 def test_default_params_match_capture_time_and_energy(spaan_trace):
@@ -57,9 +60,12 @@ def test_default_params_match_capture_time_and_energy(spaan_trace):
     ev = evaluate(g, p, np.zeros(n, int), np.zeros(n, int), kernel_index=np.arange(n))
     assert np.allclose(ev.time_s, spaan_trace.times_s, rtol=1e-9)
     e = np.array([k.energy_j for k in spaan_trace.kernels])
-    under = e / spaan_trace.times_s <= g.cap_w  # a measured power above the cap cannot be reached: held at the cap
-    assert under.sum() > 30
-    assert np.allclose(ev.energy_j[under], e[under], rtol=2e-3)
+    pw = e / spaan_trace.times_s
+    under = pw <= g.cap_w  # a measured power above the cap cannot be reached: held at the cap
+    assert under.sum() >= 10  # the jointly fitted cap (336 W) sits below many kernels' measured 336–348 W
+    # the two 2 µs bias-reduce kernels (141 W) lie below the fitted card's floor (idle + auto-memory cost at boost)
+    reach = under & (pw > 150)
+    assert np.allclose(ev.energy_j[reach], e[reach], rtol=2e-3)
     assert np.allclose(ev.power_w[~under], g.cap_w, rtol=1e-3)
 
 
@@ -81,7 +87,9 @@ def test_profile_roundtrip_and_coverage(tmp_path, spaan_trace):
 def test_bundled_profiles_load_and_cover(spaan_trace, spaan_profile):
     prof = spaan_profile.for_trace(spaan_trace)
     g = get_gpu("rtx3080ti")
-    assert len(prof.settings) == len(g.settings()) == 655
+    # the card's 655 supported settings plus the study's nine (405 MHz memory, core > 420 or auto): every one of the
+    # study's 66 has a row, as the driver runs it
+    assert len(g.settings()) == 655 and len(prof.settings) == 664 and set(g.settings()) <= set(prof.settings)
     assert set(prof.source.ravel()) == {"fitted"}
     from kdvfs.bundled import load_trace_by_name, resolve_profile_path
 
