@@ -2,8 +2,9 @@
 
 Modules: ``trace`` (Kernel, Segment, Trace and the kdvfs-trace/1 format), ``importers`` (PyTorch profiler traces, the
 Spaan et al. table), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
-``profile`` (per-kernel × per-setting tables), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the RTX
-3080 Ti calibration), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
+``profile`` (per-kernel × per-setting tables), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the per-kernel
+table and report), ``calibrate_joint`` (the RTX 3080 Ti calibration on the table and the pass-level sweep),
+``passweep`` (the study's pass-level sweep, its 66 settings), ``blas`` (single-threaded BLAS), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),
 ``plots``, ``record`` (PyTorch recording) and ``cli`` (the ``kdvfs`` command). ``simulator`` and ``hw_backend`` are
 sibling packages. Importing kdvfs never imports torch or pynvml.
