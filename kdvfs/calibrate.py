@@ -1,4 +1,7 @@
-"""Calibration of the RTX 3080 Ti model to the study's published per-kernel table (Spaan et al. 2026).
+"""Calibration of the RTX 3080 Ti model to the study's published per-kernel table alone (Spaan et al. 2026).
+
+The bundled profile now comes from ``kdvfs.calibrate_joint`` (the table and the pass-level sweep together); this module
+keeps the table reader, the per-kernel report both use, and the table-only fit it replaced (for comparison).
 
 Fit targets per kernel (and nothing aggregate — the optimiser results of Table 2 are the check, not the fit):
 time and energy at (auto, auto); time and energy change at the published best setting; minimum and maximum time and
@@ -24,24 +27,18 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
            "report"]
 
 log = logging.getLogger(__name__)
 
-STUDY_CORES = (210, 420, 630, 840, 1050, 1260, 1470, 1680, 1890, 2100, AUTO)
-STUDY_MEMS = (405, 810, 5001, 9251, 9501, AUTO)
+# the study's settings live with the pass-level sweep; re-exported here for older callers
+from kdvfs.passweep import STUDY_CORES, STUDY_MEMS, study_settings  # noqa: E402
 
 
 def _five(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows t0, tc, tm, uc, um of a (5, kernels) array of model parameters."""
     return a[0], a[1], a[2], a[3], a[4]
-
-
-def study_settings() -> list[tuple[int, int]]:
-    """The study's 66 measured settings (core × memory, ``AUTO`` included; 405 MHz memory above 420 MHz core is
-    what the driver turns into 810 MHz, and is evaluated so)."""
-    return [(c, m) for m in STUDY_MEMS for c in STUDY_CORES]
 
 
 def _clock(v: str) -> int:
@@ -88,8 +85,8 @@ EMIN_MIX_TIME_CHANGE_PCT = 84.0
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
-    """Choices of the fit. The defaults are the bundled calibration; the others are the variants that
-    ``scripts/calibration_variants.py`` compares.
+    """Choices of the table-only fit (the variants once compared in ``validation/rtx3080ti-calibration/``, retired
+    with the joint calibration).
 
     Attributes:
         pool: weight of the partial pooling of kernels that share a name (GEMM, Permute, …): each kernel's shape
@@ -135,23 +132,6 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
 # Bumped when the fitting procedure changes, so that stored fits (validation/rtx3080ti-calibration/) are redone.
 # 2: kernels that miss their auto or extremes targets are refitted with the best-setting residuals weakened.
 CALIBRATION_REVISION = 2
-
-# Named fit variants: the bundled one and the alternatives that scripts/calibration_variants.py compares.
-VARIANTS: dict[str, tuple[FitOptions, str]] = {
-    "bundled": (FitOptions(), "the bundled calibration: per-kernel targets only, card constants free within their bounds"),
-    "mem9251": (FitOptions(bound_mem_9251=True), "9251 MHz memory power ≥ (9251/9501)³ of the 9501 MHz power (physics)"),
-    "mem9251-best1.5": (FitOptions(bound_mem_9251=True, best_weight=1.5),
-                        "and the best-setting targets weighted 1.5 times (meets issue 3's per-kernel targets)"),
-    "mem9251-boost1750": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750),
-                          "and the boost clock may fall to 1750 MHz (GA102 under sustained load at ~77 °C)"),
-    "mem9251-boost1750-pool": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, pool=1.0),
-                               "and kernels of one name pulled towards a shared shape (partial pooling)"),
-    "mem9251-boost1750-best2": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, best_weight=2.0),
-                                "and the best-setting targets weighted twice"),
-    "mem9251-emin": (FitOptions(bound_mem_9251=True, emin_tol_pct=5.0, emin_time_weight=3.0),
-                     "minimum energies fitted to 5 %, and the energy-minimal mix placed at +84 % time (study's text)"),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class CalibrationResult:
