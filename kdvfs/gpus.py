@@ -174,7 +174,9 @@ class GpuSpec:
                 f"pick one of {', '.join(map(str, self.mem_clocks_mhz))} or auto"
             )
         limit = dict(self.mem_max_core_mhz).get(mem_mhz)
-        if limit is not None and (core_mhz == AUTO or core_mhz > limit):
+        # a quirk with a core clamp is a request the driver accepts and runs clamped (the study measured those rows)
+        clamped = mem_mhz in dict(self.quirk_core_clamp_mhz)
+        if limit is not None and not clamped and (core_mhz == AUTO or core_mhz > limit):
             raise UnsupportedClockError(
                 f"memory clock {mem_mhz} MHz is only honoured by {self.name} with core ≤ {limit} MHz, got core "
                 f"{'auto' if core_mhz == AUTO else core_mhz} MHz; lower the core clock or pick another memory clock"
