@@ -65,12 +65,18 @@ CARD_PARAMS: tuple[tuple[str, float, float, float], ...] = (
     ("smooth_p_405", 1.0, 20.0, 1.5),              # … in the 405 and 810 MHz low-power memory modes
     ("smooth_p_810", 1.0, 20.0, 1.5),
     ("core_floor_mhz", 0.0, 400.0, 200.0),         # lowest clock the core really runs under load
+    ("auto_mem_bw_factor", 1.0, 1.05, 1.01),       # auto memory's bandwidth over the same clock locked
+    # not a card constant: the price of time (W) at which the table's best settings are each kernel's cheapest, i.e.
+    # the Lagrange multiplier of the study's global strict-waste choice (the table's best columns sum to it)
+    ("best_price_w", 0.0, 2000.0, 400.0),
 )
 _NC = len(CARD_PARAMS)
 _LO = np.array([c[1] for c in CARD_PARAMS])
 _HI = np.array([c[2] for c in CARD_PARAMS])
 _X0 = np.array([c[3] for c in CARD_PARAMS])
 _NK = 5  # per-kernel parameters: log t0, log tc, log tm, log uc, log um
+_NKR = 10  # per-kernel residuals (``_Problem.kres``)
+_ILAM = [c[0] for c in CARD_PARAMS].index("best_price_w")
 
 
 def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
@@ -88,7 +94,9 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
                    auto_mem_extra_w=v["auto_mem_extra_w"], auto_mem_traffic_w=v["auto_mem_traffic_w"],
                    auto_mem_onset_mhz=v["auto_mem_onset_mhz"],
                    mem_bandwidth_gbs=tuple(bw), smooth_p=v["smooth_p"],
-                   smooth_p_mem=((405, v["smooth_p_405"]), (810, v["smooth_p_810"])), core_floor_mhz=v["core_floor_mhz"],
+                   smooth_p_mem=tuple((m, v[f"smooth_p_{m}"]) for m in (405, 810) if v[f"smooth_p_{m}"] != v["smooth_p"]),
+                   core_floor_mhz=v["core_floor_mhz"],
+                   auto_mem_bw_factor=v["auto_mem_bw_factor"],
                    quirk_core_clamp_mhz=((405, 420),), quirk_mem_fallback_mhz=())
 
 
@@ -96,6 +104,13 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
 class JointOptions:
     """Attributes:
         pass_weight: weight of the pass-level residuals against the per-kernel ones.
+        emin_tol_pct: tolerance of each kernel's minimum energy in the loss, percent (the report's target stays 25 %).
+        time_sigma_floor, pass_rel_sigma: a pass-level residual is the error in points divided by
+            ``floor + rel · |study|`` (time; energy uses floor 1).
+        hull_weight: weight of the best-setting optimality residual (``kdvfs.calibrate.FitOptions.hull_weight``),
+            with the price of time as one more fitted number (``best_price_w``).
+        start: a calibration JSON (``card_vector`` and ``params``) to start from instead of the table-derived start.
+        method: ``table`` or ``joint`` (``METHODS``).
         best_weight: weight of the best-setting residuals.
         loss_pass: which pass the loss kernels belong to in the pass-level sweep (``backward``: llm.c's split).
         max_nfev: iterations of the joint least-squares solve.
@@ -106,6 +121,12 @@ class JointOptions:
     """
 
     pass_weight: float = 1.0
+    hull_weight: float = 0.0
+    start: str = ""
+    method: str = "table"
+    emin_tol_pct: float = 25.0
+    time_sigma_floor: float = 1.0
+    pass_rel_sigma: float = 0.01
     best_weight: float = 1.0
     loss_pass: str = "backward"
     max_nfev: int = 400
@@ -131,6 +152,52 @@ class JointResult:
     cost: float
     nfev: int
     seconds: float
+
+
+METHODS = ("table", "joint")
+"""``table``: the per-kernel table alone (``kdvfs.calibrate.calibrate``, the bundled fit), the pass-level sweep only
+checked; ``joint``: the table and the pass-level sweep together (``calibrate_joint``)."""
+
+# The table method's card structure: what the per-kernel table can identify. The pass-level shape parameters stay
+# neutral (linear voltage rise, no core floor, the auto-memory cost at every core clock and without a traffic part):
+# the table pins each kernel at auto, its best setting and its extremes only, so it cannot tell them apart. (Fitting
+# the floor and the auto-memory onset to the pass-level sweep afterwards, kernels held, moved its median by 1 point
+# and cost 2 kernels' auto and best targets; the best settings' optimality residual, hull_weight=1, cost 2 kernels'
+# extremes and did not bring the kernel-global row within its target: neither is used.)
+
+
+def table_base(base: GpuSpec = RTX3080TI) -> GpuSpec:
+    """``base`` with the fields the table method does not fit set neutral (their defaults)."""
+    return replace(base, vf_exponent=1.0, core_floor_mhz=0.0, auto_mem_traffic_w=0.0, auto_mem_onset_mhz=0.0,
+                   smooth_p_mem=(), auto_mem_bw_factor=1.0, slow_core_mhz=0.0)
+
+
+def vector_of(spec: GpuSpec, best_price_w: float = 400.0) -> np.ndarray:
+    """The ``CARD_PARAMS`` vector of a card (the inverse of ``card_from_vector`` on the fields it sets)."""
+    mp = spec.mem_power_w
+    sp = dict(spec.smooth_p_mem)
+    v = {"boost_core_mhz": spec.boost_core_mhz, "cap_w": spec.cap_w, "idle_base_w": spec.idle_power_w - mp[4],
+         "v_min": spec.v_min, "vf_knee_mhz": spec.vf_knee_mhz, "vf_exponent": spec.vf_exponent,
+         "mem_power_9501": mp[4], "share_9251": mp[3] / mp[4], "share_5001": mp[2] / mp[3], "share_810": mp[1] / mp[2],
+         "share_405": mp[0] / mp[1], "auto_mem_extra_w": spec.auto_mem_extra_w,
+         "auto_mem_traffic_w": spec.auto_mem_traffic_w, "auto_mem_onset_mhz": spec.auto_mem_onset_mhz,
+         "bw405": spec.mem_bandwidth_gbs[0], "bw810": spec.mem_bandwidth_gbs[1], "smooth_p": spec.smooth_p,
+         "smooth_p_405": sp.get(405, spec.smooth_p), "smooth_p_810": sp.get(810, spec.smooth_p),
+         "core_floor_mhz": spec.core_floor_mhz, "auto_mem_bw_factor": spec.auto_mem_bw_factor,
+         "best_price_w": best_price_w}
+    return np.array([float(v[c[0]]) for c in CARD_PARAMS])
+
+
+def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI) -> JointResult:
+    """The table method: ``kdvfs.calibrate.calibrate`` (the per-kernel targets) on the neutral card structure, as a
+    ``JointResult``."""
+    from kdvfs.calibrate import FitOptions, calibrate
+
+    check_table(rows, base, trace)
+    t_start = time.perf_counter()
+    res = calibrate(table_path, trace.kernel_keys, base=table_base(base), options=FitOptions())
+    return JointResult(res.spec, res.params, tuple(float(v) for v in vector_of(res.spec)), res.cost, 0,
+                       time.perf_counter() - t_start)
 
 
 def check_table(rows: list[dict], spec: GpuSpec, trace) -> None:
@@ -175,8 +242,8 @@ class _Problem:
         self.passes = pass_index(trace, opt.loss_pass)
         self.tg = {k: np.array([r[k] for r in rows]) for k in
                    ("t_auto", "e_auto", "dt_best", "de_best", "t_min", "t_max", "e_min", "e_max")}
-        self.sig_t = 1 + np.abs(sweep.time_change_pct) / 100
-        self.sig_e = 1 + np.abs(sweep.energy_change_pct) / 100
+        self.sig_t = opt.time_sigma_floor + np.abs(sweep.time_change_pct) * opt.pass_rel_sigma
+        self.sig_e = 1 + np.abs(sweep.energy_change_pct) * opt.pass_rel_sigma
 
     def unpack(self, x):
         xc = _LO + np.clip(x[:_NC], 0, 1) * (_HI - _LO)
@@ -187,22 +254,29 @@ class _Problem:
         return KernelParams(self.keys, *(np.exp(xk[:, j]) for j in range(_NK)), "fitted")
 
     def model(self, xc, xk):
+        self.lam = float(xc[_ILAM])
         ev = evaluate(card_from_vector(self.base, xc), self.params(xk), self.C, self.M)
         return ev.time_s, ev.energy_j
 
     def kres(self, T, E, xk) -> np.ndarray:
-        """Per-kernel residuals, shape (9, kernels): each kernel's depend only on its own row and parameters."""
+        """Per-kernel residuals, shape (10, kernels): each kernel's depend only on its own row and parameters (and the
+        price of time ``self.lam``)."""
         tg, ia, ib, k = self.tg, self.ia, self.ib, np.arange(T.shape[0])
         ta, ea = T[:, ia], E[:, ia]
         bw = self.opt.best_weight
+        # the table's best setting is the kernel's pick in the study's global choice: at one price of time it is the
+        # kernel's cheapest (energy + price · time) of the 66 settings; the residual is how much cheaper another is
+        cost = E + self.lam * T
+        gap = (cost[k, ib] - cost.min(1)) / (0.01 * tg["e_auto"])
         return np.stack([
+            self.opt.hull_weight * gap,
             _hinge(100 * np.log(ta / tg["t_auto"]), 1.0) * 3,
             _hinge(100 * np.log(ea / tg["e_auto"]), 1.0) * 3,
             _hinge(100 * (T[k, ib] / ta - 1) - tg["dt_best"], 1.0) * bw,
             _hinge(100 * (E[k, ib] / ea - 1) - tg["de_best"], 2.0) * bw,
             _hinge(100 * (T.min(1) / tg["t_min"] - 1), 25.0) * 2,
             _hinge(100 * (T.max(1) / tg["t_max"] - 1), 25.0) * 2,
-            _hinge(100 * (E.min(1) / tg["e_min"] - 1), 25.0) * 2,
+            _hinge(100 * (E.min(1) / tg["e_min"] - 1), self.opt.emin_tol_pct) * 2,
             _hinge(100 * (E.max(1) / tg["e_max"] - 1), 25.0) * 2,
             np.log(np.maximum(np.exp(xk[:, 0]) / (0.02 * tg["t_auto"]), 1.0)) / 10.0,
         ])
@@ -210,7 +284,7 @@ class _Problem:
     def kres_one(self, i: int, Ti: np.ndarray, Ei: np.ndarray, zi: np.ndarray) -> np.ndarray:
         """Kernel i's residuals from its own row (the per-kernel part of ``kres``)."""
         sub = _Problem.__new__(_Problem)
-        sub.opt, sub.ia = self.opt, self.ia
+        sub.opt, sub.ia, sub.lam = self.opt, self.ia, self.lam
         sub.ib = self.ib[i:i + 1]
         sub.tg = {k: v[i:i + 1] for k, v in self.tg.items()}
         return sub.kres(Ti[None, :], Ei[None, :], zi[None, :]).ravel()
@@ -252,7 +326,7 @@ class _Problem:
             x1[j] += h
             J[:, j] = (self.fun(x1) - r0) / h
         h = 1e-6
-        rows_k = np.arange(9)[:, None] * n + np.arange(n)[None, :]
+        rows_k = np.arange(_NKR)[:, None] * n + np.arange(n)[None, :]
         onehot = np.stack([(self.passes == k) for k in range(2)], axis=1).astype(float)  # (n, 2)
         for q in range(_NK):
             xk1 = xk.copy()
@@ -265,7 +339,7 @@ class _Problem:
             dT = (self.rep[:, None] * (T1 - T))[:, None, :] * onehot[:, :, None]
             dE = (self.rep[:, None] * (E1 - E))[:, None, :] * onehot[:, :, None]
             dP = (self.pres(PT[None] + dT, PE[None] + dE) - P0[None]) / h
-            J[9 * n:, cols] = dP.T
+            J[_NKR * n:, cols] = dP.T
         return J
 
 
@@ -332,6 +406,13 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
     xk0 = np.column_stack([np.log(0.01 * tg["t_auto"]), np.log(share_c * tg["t_auto"]), np.log(share_m * tg["t_auto"]),
                            np.log(np.where(memb, 0.9, 1.1)), np.zeros(n)])
     x0 = np.concatenate([(_X0 - _LO) / (_HI - _LO), xk0.ravel()])
+    if options.start:
+        import json
+
+        st = json.loads(Path(options.start).read_text())
+        xc_s = np.array([st["card_vector"].get(c[0], c[3]) for c in CARD_PARAMS])
+        xk_s = np.log(np.array([[p["t0_s"], p["tc_s"], p["tm_s"], p["uc"], p["um"]] for p in st["params"]]))
+        x0 = np.concatenate([np.clip((xc_s - _LO) / (_HI - _LO), 0, 1), xk_s.ravel()])
     lo = np.concatenate([np.zeros(_NC), np.tile([-np.inf, -np.inf, -np.inf, np.log(0.05), np.log(0.05)], n)])
     hi = np.concatenate([np.ones(_NC), np.tile([np.inf, np.inf, np.inf, np.log(3.0), np.log(3.0)], n)])
     hi[_NC::_NK] = np.log(tg["t_auto"])
@@ -403,7 +484,7 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
             "passes": passes}
 
 
-def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | Path) -> list[Path]:
+def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | Path, method: str = "table") -> list[Path]:
     """The bundled profile (the card's full grid plus every one of the study's 66 settings) and its calibration JSON,
     byte-for-byte the same for the same fit."""
     import json
@@ -416,8 +497,11 @@ def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | P
     settings += [s for s in study_settings() if s not in settings]
     prof = build_profile(trace, result.spec, result.params, settings=settings, source="fitted")
     p1 = save_profile(prof, out / f"{trace.name}.profile.csv.gz")
-    doc = {"what": "joint calibration of the rtx3080ti model to Spaan et al. 2026, per-kernel table and pass-level "
-                   "sweep (`kdvfs profile calibrate spaan2026`)",
+    what = ("calibration of the rtx3080ti model to Spaan et al. 2026's per-kernel table, checked on the pass-level "
+            "sweep (`kdvfs profile calibrate spaan2026`, table method)" if method == "table" else
+            "joint calibration of the rtx3080ti model to Spaan et al. 2026, per-kernel table and pass-level sweep "
+            "(`kdvfs profile calibrate spaan2026 --method joint`)")
+    doc = {"what": what,
            "card_vector": dict(zip((c[0] for c in CARD_PARAMS), result.x)),
            "summary": report_doc["kernel"], "pass_level": report_doc["pass_level"], "card": report_doc["card"],
            "params": result.params.as_rows(), "kernels": report_doc["kernels"], "passes": report_doc["passes"]}
@@ -452,8 +536,13 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         raise InputError(f"kernel table {str(table)!r} cannot be read ({e}); it needs the columns of "
                          "spaan2026_gpt3xl_rtx3080ti_kernels.csv with numbers or 'auto' in them") from None
     sw = read_pass_sweep(sweep_path, RTX3080TI)
+    if options.method not in METHODS:
+        raise InputError(f"calibration method {options.method!r} is not one of {', '.join(METHODS)}")
     with single_threaded_blas():
-        res = calibrate_joint(rows, sw, trace, RTX3080TI, options, progress)
+        if options.method == "table":
+            res = calibrate_table(rows, trace, table, RTX3080TI)
+        else:
+            res = calibrate_joint(rows, sw, trace, RTX3080TI, options, progress)
     rep = joint_report(res, rows, sw, trace, options.loss_pass)
     settings = list(res.spec.settings())
     settings += [s for s in study_settings() if s not in settings]
@@ -466,7 +555,9 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     rep["card_vector"] = dict(zip((c[0] for c in CARD_PARAMS), res.x))
     rep["preset_matches"] = _preset_matches(res.spec)
     rep["preset_source"] = preset_source(res.spec)
-    rep["written"] = [str(p) for p in write_outputs(res, rep, trace, out_dir)] if out_dir is not None else []
+    rep["method"] = options.method
+    rep["written"] = ([str(p) for p in write_outputs(res, rep, trace, out_dir, options.method)] if out_dir is not None
+                      else [])
     return rep
 
 

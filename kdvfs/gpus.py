@@ -107,6 +107,8 @@ class GpuSpec:
         quirk_core_clamp_mhz: quirks: memory clock → core clock the driver holds instead of any higher request
             (the 3080 Ti's 405 MHz memory with core > 420 MHz runs as (420, 405)); applied before
             ``quirk_mem_fallback_mhz``.
+        auto_mem_bw_factor: memory bandwidth with the memory clock on auto relative to the highest clock locked (1: the
+            same).
         switch: the clock-switch latency model.
         sources: field name → source of its number.
     """
@@ -141,6 +143,7 @@ class GpuSpec:
     slow_core_mhz: float = 0.0
     slow_exponent: float = 4.0
     quirk_core_clamp_mhz: tuple[tuple[int, int], ...] = ()
+    auto_mem_bw_factor: float = 1.0
     sources: tuple[tuple[str, str], ...] = field(default=())
     peak_tflops_dtype: tuple[tuple[str, float], ...] = ()
     work_activity: tuple[tuple[str, float], ...] = ()
@@ -274,6 +277,7 @@ class GpuSpec:
             "auto_mem_traffic_w": self.auto_mem_traffic_w, "auto_mem_onset_mhz": self.auto_mem_onset_mhz, "smooth_p_mem": {str(m): v for m, v in self.smooth_p_mem},
             "slow_core_mhz": self.slow_core_mhz, "slow_exponent": self.slow_exponent,
             "quirk_core_clamp": {str(m): c for m, c in self.quirk_core_clamp_mhz},
+            "auto_mem_bw_factor": self.auto_mem_bw_factor,
             "mem_traffic_power_w": self.mem_traffic_power_w, "smooth_p": self.smooth_p,
             "peak_tflops": self.peak_tflops, "peak_tflops_dtype": dict(self.peak_tflops_dtype),
             "work_activity": dict(self.work_activity),
@@ -289,7 +293,7 @@ _SOURCED_FIELDS = ("core_clocks_mhz", "mem_clocks_mhz", "mem_max_core_mhz", "boo
                    "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_bandwidth_gbs", "core_power_w", "mem_power_w",
                    "auto_mem_extra_w", "mem_traffic_power_w", "smooth_p", "peak_tflops", "peak_tflops_dtype",
                    "work_activity", "switch", "auto_mem_traffic_w", "vf_exponent", "core_floor_mhz", "auto_mem_onset_mhz",
-                   "smooth_p_mem", "slow_core_mhz", "quirk_core_clamp_mhz")
+                   "smooth_p_mem", "slow_core_mhz", "quirk_core_clamp_mhz", "auto_mem_bw_factor")
 
 
 def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
@@ -297,8 +301,8 @@ def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
 
 
 _HF = "hardware_facts (shared/reference/hardware_facts.md)"
-_FIT = ("fitted by `kdvfs profile calibrate spaan2026` to Spaan et al. 2026 Table 1 / Figure 5 and the pass-level "
-        "sweep of Figures 3/4")
+_FIT = ("fitted by `kdvfs profile calibrate spaan2026` (table method) to Spaan et al. 2026 Table 1 / Figure 5; "
+        "checked on the pass-level sweep of Figures 3/4")
 _VELICKA = "Velička et al., IPDPSW 2025 (arXiv:2502.20075): ~6 ms on GH200/H200; host/transition split is an assumption"
 _V100 = ("assumption for Ampere: a public V100 benchmark of nvmlDeviceSetGpuLockedClocks (call ~4.5 ms, clock in effect "
          "~20 ms later); no Ampere latency is published in a form we could read (hardware_facts)")
@@ -313,23 +317,21 @@ RTX3080TI = GpuSpec(
     name="rtx3080ti", full_name="NVIDIA GeForce RTX 3080 Ti", arch="Ampere (GA102)",
     core_clocks_mhz=_clocks(210, 2100), mem_clocks_mhz=(405, 810, 5001, 9251, 9501),
     mem_max_core_mhz=((405, 420),), quirk_core_clamp_mhz=((405, 420),), quirk_mem_fallback_mhz=(),
-    boost_core_mhz=1921.194339022425, power_limit_w=350.0, cap_w=336.0512159744099, idle_power_w=97.8949737453858,
-    v_min=0.5205637268762897, v_max=1.0, vf_knee_mhz=1277.2234984465072, vf_exponent=1.870870014040765,
+    boost_core_mhz=1900.239118518317, power_limit_w=350.0, cap_w=342.00000009558187, idle_power_w=77.0541401103324,
+    v_min=0.6953091856932148, v_max=1.0, vf_knee_mhz=1679.9999979928782,
     # 912 GB/s at 9501 (384-bit × 19 Gbps), ∝ clock for 5001/9251; 405/810 run in a low-power mode, fitted
-    mem_bandwidth_gbs=(34.83370092007947, 80.09937641505884, 480.0, 888.0, 912.0),
+    mem_bandwidth_gbs=(30.257083808230135, 170.2840576875204, 480.0, 888.0, 912.0),
     core_power_w=215.0,
-    mem_power_w=(3.3904426731190993, 10.553703178739822, 41.0869535728389, 68.67506173332774, 69.55394838239401),
-    auto_mem_extra_w=15.828528269006334, auto_mem_traffic_w=68.71341334113164, auto_mem_onset_mhz=1455.4819664094348,
-    mem_traffic_power_w=45.0, smooth_p=14.287739978079196,
-    smooth_p_mem=((405, 4.36647245613349), (810, 3.0807465310962603)), core_floor_mhz=189.38582037415534,
+    mem_power_w=(0.04236916503809486, 1.4767389844185963, 9.773211373664418, 36.38215782444134, 61.41725582962141),
+    auto_mem_extra_w=7.548428050783299, mem_traffic_power_w=45.0, smooth_p=15.116322984833655,
     peak_tflops=34.1, switch=_AMPERE_SWITCH,
     sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF), ("mem_max_core_mhz", _HF), ("power_limit_w", _HF),
              ("mem_bandwidth_gbs", _HF + "; 405/810 MHz values " + _FIT), ("boost_core_mhz", _FIT), ("cap_w", _FIT),
-             ("idle_power_w", _FIT), ("v_min", _FIT), ("v_max", _FIT), ("vf_knee_mhz", _FIT), ("vf_exponent", _FIT),
+             ("idle_power_w", _FIT), ("v_min", _FIT), ("v_max", _FIT), ("vf_knee_mhz", _FIT),
              ("core_power_w", "scale (assumption): the per-kernel activities absorb it"), ("mem_power_w", _FIT),
-             ("auto_mem_extra_w", _FIT), ("auto_mem_traffic_w", _FIT), ("auto_mem_onset_mhz", _FIT),
+             ("auto_mem_extra_w", _FIT),
              ("mem_traffic_power_w", "scale (assumption): the per-kernel memory activities absorb it"),
-             ("smooth_p", _FIT), ("smooth_p_mem", _FIT), ("core_floor_mhz", _FIT),
+             ("smooth_p", _FIT),
              ("quirk_core_clamp_mhz", "Spaan et al. 2026 Figures 3/4: (405, >420) measured as (405, 420)"),
              ("peak_tflops", "NVIDIA GA102 whitepaper: 34.1 TFLOP/s FP32 at boost"), ("switch", _V100)),
 )

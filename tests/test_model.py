@@ -24,9 +24,16 @@ def test_unknown_gpu_and_quirk_messages():
     g = get_gpu("rtx3080ti")
     with pytest.raises(UnsupportedClockError, match=r"core clock 2205 MHz is not supported by rtx3080ti \(core 210–2100 MHz in 15 MHz steps"):
         g.check_setting(2205, 9501)
-    with pytest.raises(UnsupportedClockError, match="405 MHz is only honoured by rtx3080ti with core ≤ 420 MHz"):
-        g.check_setting(630, 405)
+    # the driver accepts 405 MHz memory with a faster core and runs it as (420, 405): the study measured those rows
+    g.check_setting(630, 405)
+    c, m = g.effective_request(np.array([630, 0]), np.array([405, 405]))
+    assert c.tolist() == [420.0, 420.0] and m.tolist() == [405.0, 405.0]
     g.check_setting(420, 405)
+    from dataclasses import replace
+
+    strict = replace(g, quirk_core_clamp_mhz=())  # a card without the clamp refuses such a request
+    with pytest.raises(UnsupportedClockError, match="405 MHz is only honoured by rtx3080ti with core ≤ 420 MHz"):
+        strict.check_setting(630, 405)
     settings = g.settings()
     assert len(settings) == 127 * 4 + 15 + 5 + 127 and (630, 405) not in settings
 
@@ -60,12 +67,9 @@ def test_default_params_match_capture_time_and_energy(spaan_trace):
     ev = evaluate(g, p, np.zeros(n, int), np.zeros(n, int), kernel_index=np.arange(n))
     assert np.allclose(ev.time_s, spaan_trace.times_s, rtol=1e-9)
     e = np.array([k.energy_j for k in spaan_trace.kernels])
-    pw = e / spaan_trace.times_s
-    under = pw <= g.cap_w  # a measured power above the cap cannot be reached: held at the cap
-    assert under.sum() >= 10  # the jointly fitted cap (336 W) sits below many kernels' measured 336–348 W
-    # the two 2 µs bias-reduce kernels (141 W) lie below the fitted card's floor (idle + auto-memory cost at boost)
-    reach = under & (pw > 150)
-    assert np.allclose(ev.energy_j[reach], e[reach], rtol=2e-3)
+    under = e / spaan_trace.times_s <= g.cap_w  # a measured power above the cap cannot be reached: held at the cap
+    assert under.sum() > 30
+    assert np.allclose(ev.energy_j[under], e[under], rtol=2e-3)
     assert np.allclose(ev.power_w[~under], g.cap_w, rtol=1e-3)
 
 
@@ -104,10 +108,9 @@ def test_bundled_profiles_load_and_cover(spaan_trace, spaan_profile):
     assert {m for _, m in hp.settings} <= {0, 3201} and len(hp.settings) == 111
 
 
-def test_calibration_report_of_the_bundled_parameters(spaan_trace):
-    """The per-kernel report recomputed from the bundled parameters and the catalog card agrees with the one the
-    calibration stored, and does not fall below what the joint fit reached (the issue's per-kernel targets — 46/46,
-    ≥ 80 %, 46/46 — are not all met by the joint fit: validation/rtx3080ti-calibration/README.md)."""
+def test_calibration_targets_hold_on_the_bundled_parameters(spaan_trace):
+    """The issue's per-kernel targets on the bundled fit (table method), recomputed from its parameters and the catalog
+    card, and equal to what the calibration stored."""
     import json
 
     from kdvfs.bundled import bundled_dir
@@ -119,10 +122,13 @@ def test_calibration_report_of_the_bundled_parameters(spaan_trace):
     stored = json.loads(cal.read_text())["summary"]
     for k in ("auto_within_1pct", "best_within_target", "extremes_within_25pct"):
         assert s[k] == stored[k]
-    assert s["auto_within_1pct"] >= 40 and s["best_within_target"] >= 22 and s["extremes_within_25pct"] >= 23
+    assert s["auto_within_1pct"] == 46
+    assert s["best_share"] >= 0.8
+    assert s["extremes_within_25pct"] == 46
     assert len(STUDY_CORES) * len(STUDY_MEMS) == 66
     # the table's per-kernel minima sum to the study's "largest energy reduction of any setting mix", −36.9 %
     assert s["min_energy_mix_paper_pct"] == pytest.approx(-36.9, abs=0.05)
+    assert abs(s["min_energy_mix_pct"] - s["min_energy_mix_paper_pct"]) < 3.0
 
 
 def test_profile_build_cli_bad_gpu(capsys, tmp_path):

@@ -239,9 +239,6 @@ def test_frontier_cli(tmp_path, capsys):
     assert out.with_suffix(".png").exists()
 
 
-@pytest.mark.xfail(reason="issue 11's jointly calibrated profile makes the ideal kernel-level saving too optimistic "
-                          "(−23.8 % vs the paper's −15.64 %), much of it from per-kernel memory-clock changes a 6 ms "
-                          "switch cannot keep; see validation/rtx3080ti-calibration/README.md", strict=False)
 def test_hopper_switch_aware_keeps_80_percent_of_the_ideal(spaan_problem):
     """Issue 5's target: under the Hopper preset (~6 ms), predictive switching, the switch-aware schedule keeps ≥ 80 %
     of the ideal kernel-level saving at ≤ +1 % time; checked by the simpy engine, not only by the planner."""

@@ -118,9 +118,6 @@ def test_determinism_same_seed_same_bytes(tmp_path, spaan_problem):
     assert any(e.get("ph") == "X" for e in doc["traceEvents"])
 
 
-@pytest.mark.xfail(reason="held-out study trend (−14 … −17 % across batch/TP) missed by issue 11's jointly calibrated "
-                          "profile, which is too optimistic at kernel level (kernel-global −23.8 %); see "
-                          "validation/rtx3080ti-calibration/README.md", strict=False)
 def test_multi_gpu_dp_tp(spaan_problem):
     from kdvfs.optimize import allocate_schedule
 
@@ -176,9 +173,6 @@ def test_simulate_cli_json_and_timeline(tmp_path, capsys, spaan_problem):
     assert d["switch_latency_s"] == pytest.approx(6e-3)
 
 
-@pytest.mark.xfail(reason="held-out study trend (−14 … −17 % across batch/TP) missed by issue 11's jointly calibrated "
-                          "profile, which is too optimistic at kernel level (kernel-global −23.8 %); see "
-                          "validation/rtx3080ti-calibration/README.md", strict=False)
 def test_scaling_report_cli(tmp_path, capsys, spaan_problem):
     from kdvfs.optimize import optimize
     from kdvfs.schedule import save_schedule

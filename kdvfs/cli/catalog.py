@@ -112,12 +112,20 @@ def cmd_profile_calibrate(a) -> int:
         raise InputError("--check writes nothing; drop --out or --check")
     from kdvfs.bundled import bundled_dir
 
+    if a.method == "joint" and not (a.out or a.check):
+        raise InputError("--method joint does not replace the bundled profile (its held-out checks fail: "
+                         "validation/rtx3080ti-calibration/README.md); give --out DIR or --check")
     out_dir = None if a.check else (a.out or bundled_dir())
-    opts = JointOptions(loss_pass=a.loss_pass)
+    opts = JointOptions(loss_pass=a.loss_pass, method=a.method, **_fit_options(a.fit_option or []))
     err = make_console(sys.stderr)
-    with progress(err, opts.prefit_nfev + opts.max_nfev, "calibrating (iterations)") as prog:
-        task = prog.add_task("fit", total=opts.prefit_nfev + opts.max_nfev)
-        rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts, progress=lambda n, tot: prog.update(task, completed=n))
+    if a.method == "table":
+        err.print("calibrating on the per-kernel table (a few minutes; the pass-level sweep is the check)")
+        rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts)
+    else:
+        with progress(err, opts.prefit_nfev + opts.max_nfev, "calibrating (iterations)") as prog:
+            task = prog.add_task("fit", total=opts.prefit_nfev + opts.max_nfev)
+            rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts,
+                                      progress=lambda n, tot: prog.update(task, completed=n))
     if a.json:
         print_json({k: v for k, v in rep.items() if k not in ("kernels", "passes")})
         return 0
@@ -141,7 +149,8 @@ def cmd_profile_calibrate(a) -> int:
     from kdvfs.cli.optimize import print_table2
 
     print_table2(c, rep["table2"], "Table 2 from the optimisers on the fitted profile (held out, not fitted)")
-    c.print(f"fit: {rep['evaluations']} iterations, loss {rep['cost']:.4g}, {rep['seconds']:.0f} s")
+    c.print(f"fit ({a.method} method): " + (f"{rep['evaluations']} iterations, " if a.method == "joint" else "")
+            + f"loss {rep['cost']:.4g}, {rep['seconds']:.0f} s")
     c.print("card constants: " + preset_source_short(rep))
     if rep["written"]:
         c.print("wrote " + ", ".join(rep["written"]))
@@ -149,6 +158,27 @@ def cmd_profile_calibrate(a) -> int:
         c.print("[yellow]the rtx3080ti preset in kdvfs/gpus.py does not hold these card constants; paste them there so "
                 "that the catalog and the profile agree:[/yellow]\n" + rep["preset_source"])
     return 0
+
+
+def _fit_options(items: list[str]) -> dict:
+    """``--fit-option NAME=VALUE`` pairs as ``JointOptions`` fields (the joint method's weights and stages)."""
+    import dataclasses
+
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.errors import InputError
+
+    kinds = {f.name: f.type for f in dataclasses.fields(JointOptions) if f.name not in ("method", "loss_pass")}
+    out: dict = {}
+    for it in items:
+        name, eq, val = it.partition("=")
+        if not eq or name not in kinds:
+            raise InputError(f"--fit-option {it!r} must be NAME=VALUE with NAME one of {', '.join(sorted(kinds))}")
+        kind = str(kinds[name])
+        try:
+            out[name] = val if kind == "str" else int(val) if kind == "int" else float(val)
+        except ValueError:
+            raise InputError(f"--fit-option {it!r}: {name} takes a number ({kind}); e.g. {name}=1") from None
+    return out
 
 
 def preset_source_short(rep: dict) -> str:
@@ -185,6 +215,12 @@ def register(sub, j) -> None:
     sp.add_argument("--sweep", help="the pass-level sweep (default: the bundled copy)")
     sp.add_argument("--out", help="folder for the profile and calibration JSON (default: the bundled traces/)")
     sp.add_argument("--check", action="store_true", help="fit and report only; write nothing")
+    sp.add_argument("--method", choices=["table", "joint"], default="table",
+                    help="table: fit the per-kernel table, check on the pass-level sweep (the bundled fit); joint: fit "
+                         "both together (needs --out or --check) (default: table)")
+    sp.add_argument("--fit-option", action="append", metavar="NAME=VALUE",
+                    help="a weight or stage of the joint method (kdvfs.calibrate_joint.JointOptions, e.g. pass_weight=0.5, "
+                         "hull_weight=1, emin_tol_pct=5); repeatable (default: none)")
     sp.add_argument("--loss-pass", choices=["forward", "backward"], default="backward",
                     help="which pass the loss kernels belong to in the pass-level sweep (default: backward, llm.c's)")
     sp.set_defaults(fn=cmd_profile_calibrate)
