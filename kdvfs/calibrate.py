@@ -1,4 +1,7 @@
-"""Calibration of the RTX 3080 Ti model to the study's published per-kernel table (Spaan et al. 2026).
+"""Calibration of the RTX 3080 Ti model to the study's published per-kernel table alone (Spaan et al. 2026).
+
+The bundled profile now comes from ``kdvfs.calibrate_joint`` (the table and the pass-level sweep together); this module
+keeps the table reader, the per-kernel report both use, and the table-only fit it replaced (for comparison).
 
 Fit targets per kernel (and nothing aggregate — the optimiser results of Table 2 are the check, not the fit):
 time and energy at (auto, auto); time and energy change at the published best setting; minimum and maximum time and
@@ -24,24 +27,18 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "VARIANTS", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
+__all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
            "report"]
 
 log = logging.getLogger(__name__)
 
-STUDY_CORES = (210, 420, 630, 840, 1050, 1260, 1470, 1680, 1890, 2100, AUTO)
-STUDY_MEMS = (405, 810, 5001, 9251, 9501, AUTO)
+# the study's settings live with the pass-level sweep; re-exported here for older callers
+from kdvfs.passweep import STUDY_CORES, STUDY_MEMS, study_settings  # noqa: E402
 
 
 def _five(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows t0, tc, tm, uc, um of a (5, kernels) array of model parameters."""
     return a[0], a[1], a[2], a[3], a[4]
-
-
-def study_settings() -> list[tuple[int, int]]:
-    """The study's 66 measured settings (core × memory, ``AUTO`` included; 405 MHz memory above 420 MHz core is
-    what the driver turns into 810 MHz, and is evaluated so)."""
-    return [(c, m) for m in STUDY_MEMS for c in STUDY_CORES]
 
 
 def _clock(v: str) -> int:
@@ -88,8 +85,8 @@ EMIN_MIX_TIME_CHANGE_PCT = 84.0
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
-    """Choices of the fit. The defaults are the bundled calibration; the others are the variants that
-    ``scripts/calibration_variants.py`` compares.
+    """Choices of the table-only fit (the variants once compared in ``validation/rtx3080ti-calibration/``, retired
+    with the joint calibration).
 
     Attributes:
         pool: weight of the partial pooling of kernels that share a name (GEMM, Permute, …): each kernel's shape
@@ -100,6 +97,12 @@ class FitOptions:
         best_weight: weight of the best-setting targets relative to the others.
         bound_mem_9251: bound the 9251 MHz memory power by ``SHARE_9251_PHYSICAL`` of the 9501 MHz power.
         boost_min_mhz: lowest boost clock the fit may choose (the upper end is 2000 MHz).
+        hull_weight: weight of the best-setting optimality residual (0: not fitted): the table's best settings are
+            the kernels' picks in the study's global strict-waste choice (its best columns sum to Table 2's kernel-global
+            row), so at one price of time λ each is its kernel's cheapest ``energy + λ·time`` of the 66 settings; the
+            residual is how much cheaper (in % of the kernel's auto energy) the model makes another setting. λ is
+            profiled after the joint stage (the value that fits best, on a grid) and held while kernels are refitted
+            one at a time; the residual enters that stage only.
     """
 
     pool: float = 0.0
@@ -108,6 +111,7 @@ class FitOptions:
     best_weight: float = 1.0
     bound_mem_9251: bool = False
     boost_min_mhz: float = 1900.0
+    hull_weight: float = 0.0
 
     def card_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi, x0 = _CARD_LO.copy(), _CARD_HI.copy(), _CARD_X0.copy()
@@ -136,23 +140,6 @@ def card_from_vector(base: GpuSpec, x: np.ndarray) -> GpuSpec:
 # 2: kernels that miss their auto or extremes targets are refitted with the best-setting residuals weakened.
 CALIBRATION_REVISION = 2
 
-# Named fit variants: the bundled one and the alternatives that scripts/calibration_variants.py compares.
-VARIANTS: dict[str, tuple[FitOptions, str]] = {
-    "bundled": (FitOptions(), "the bundled calibration: per-kernel targets only, card constants free within their bounds"),
-    "mem9251": (FitOptions(bound_mem_9251=True), "9251 MHz memory power ≥ (9251/9501)³ of the 9501 MHz power (physics)"),
-    "mem9251-best1.5": (FitOptions(bound_mem_9251=True, best_weight=1.5),
-                        "and the best-setting targets weighted 1.5 times (meets issue 3's per-kernel targets)"),
-    "mem9251-boost1750": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750),
-                          "and the boost clock may fall to 1750 MHz (GA102 under sustained load at ~77 °C)"),
-    "mem9251-boost1750-pool": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, pool=1.0),
-                               "and kernels of one name pulled towards a shared shape (partial pooling)"),
-    "mem9251-boost1750-best2": (FitOptions(bound_mem_9251=True, boost_min_mhz=1750, best_weight=2.0),
-                                "and the best-setting targets weighted twice"),
-    "mem9251-emin": (FitOptions(bound_mem_9251=True, emin_tol_pct=5.0, emin_time_weight=3.0),
-                     "minimum energies fitted to 5 %, and the energy-minimal mix placed at +84 % time (study's text)"),
-}
-
-
 @dataclass(frozen=True, slots=True)
 class CalibrationResult:
     """Attributes:
@@ -180,6 +167,7 @@ def _predict(spec: GpuSpec, params: KernelParams, rows: list[dict], emin_time: b
                     kernel_index=ki)
     t_auto, e_auto = ev.time_s[:, ia], ev.energy_j[:, ia]
     out = {
+        "T": ev.time_s, "E": ev.energy_j, "ib": np.array([st.index((r["best_core"], r["best_mem"])) for r in rows]),
         "t_auto": t_auto, "e_auto": e_auto,
         "dt_best": 100 * (best.time_s / t_auto - 1), "de_best": 100 * (best.energy_j / e_auto - 1),
         "t_min": ev.time_s.min(1), "t_max": ev.time_s.max(1), "e_min": ev.energy_j.min(1), "e_max": ev.energy_j.max(1),
@@ -200,6 +188,13 @@ def _soft_argmin_time(t: np.ndarray, e: np.ndarray, width: float = 0.01) -> np.n
 def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX3080TI, max_nfev: int = 1500,
               restarts: int = 3, options: FitOptions = FitOptions()) -> CalibrationResult:
     """Fit card and kernel parameters to the table (rows in ``kernel_id`` order = the trace's kernel order)."""
+    # trial steps of the solvers overflow or divide by zero far from the data; their residuals are large and finite
+    # enough to be rejected, so numpy's warnings about them only alarm the user
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _calibrate(table_path, keys, base, max_nfev, restarts, options)
+
+
+def _calibrate(table_path, keys, base, max_nfev, restarts, options) -> CalibrationResult:
     pool, emin_time_weight, bw = options.pool, options.emin_time_weight, options.best_weight
     card_lo, card_hi, card_x0 = options.card_bounds()
     rows = read_table(table_path)
@@ -263,6 +258,8 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
             # weak prior: the fixed time t0 stays small (launch overhead and tails) unless the data need it
             np.log(np.maximum(p.t0_s / (0.02 * tg["t_auto"]), 1.0)) / 10.0,
         ]
+        if options.hull_weight > 0 and sub is not None:
+            r.append(options.hull_weight * _hull_gap(pr, tg["e_auto"], lam_fixed[0]))
         if sub is None and emin_time_weight > 0:
             # card level: where the energy-minimal mix lies (one unit of misfit = 5 points). Returned as per-kernel
             # terms whose sum is the residual, so that the Jacobian is still found from few evaluations (see jac)
@@ -275,6 +272,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
                 r.append(shape_dev(x.reshape(-1, 5), mu, sub))
         return np.concatenate(r)
 
+    lam_fixed = [0.0]
     rep = np.array([r["repeat"] for r in rows], dtype=float)
     nres = 9 * n + (n if emin_time_weight > 0 else 0) + (5 * n if pool > 0 else 0)
     sp = lil_matrix((nres, _NC + 5 * n), dtype=int)
@@ -321,6 +319,9 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
         res = least_squares(resid, x0, jac_sparsity=sp, bounds=(lo, hi), max_nfev=max_nfev, x_scale="jac", ftol=1e-12,
                             xtol=1e-12, gtol=1e-12)
     spec, p = unpack(res.x)
+    if options.hull_weight > 0:
+        lam_fixed[0] = _best_price(_predict(spec, p, rows), tgt["e_auto"])
+        log.info("price of time at which the best settings are cheapest: %.1f W", lam_fixed[0])
     # second pass: card fixed, each kernel refitted alone from several starts; keep the start that meets most targets
     xk_all = res.x[_NC:].reshape(n, 5).copy()
     mu = group_means(xk_all)
@@ -353,6 +354,27 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
     return CalibrationResult(spec=spec, params=p, rows=rows, cost=float(res.cost))
 
 
+_PRICES_W = np.linspace(0.0, 1500.0, 151)
+
+
+def _gaps(pr: dict, e_auto: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """(prices, kernels): how much cheaper than the best setting the cheapest setting is at each price of time, in
+    % of the kernel's auto energy."""
+    k = np.arange(pr["T"].shape[0])
+    cost = pr["E"][None] + lam[:, None, None] * pr["T"][None]
+    return 100 * (cost[:, k, pr["ib"]] - cost.min(2)) / e_auto[None]
+
+
+def _best_price(pr: dict, e_auto: np.ndarray) -> float:
+    g = _gaps(pr, e_auto, _PRICES_W)
+    return float(_PRICES_W[np.argmin((g ** 2).sum(1))])
+
+
+def _hull_gap(pr: dict, e_auto: np.ndarray, lam: float) -> np.ndarray:
+    """Per kernel, the best-setting optimality gap at price ``lam`` (%, one unit per point)."""
+    return _gaps(pr, e_auto, np.array([lam]))[0]
+
+
 def _name_groups(rows: list[dict]) -> dict[str, list[int]]:
     """Kernels that share a name (GEMM, Permute, GELU …) share their physics up to what their own data say."""
     out: dict[str, list[int]] = {}
@@ -364,7 +386,7 @@ def _name_groups(rows: list[dict]) -> dict[str, list[int]]:
 def _score(spec: GpuSpec, xk: np.ndarray, key: str, row: dict, dev=None) -> tuple:
     """How well one kernel meets the targets: (all-kernel targets met, best-setting target met, −total error)."""
     p = KernelParams((key,), *_five(np.exp(xk[:, None])), "fitted")
-    pr = {k: float(v[0]) for k, v in _predict(spec, p, [row]).items()}
+    pr = {k: float(v[0]) for k, v in _predict(spec, p, [row]).items() if k not in ("T", "E", "ib")}
     e_auto = max(abs(pr["t_auto"] / row["t_auto"] - 1), abs(pr["e_auto"] / row["e_auto"] - 1)) / 0.01
     e_best = max(abs(pr["dt_best"] - row["dt_best"]) / 1.0, abs(pr["de_best"] - row["de_best"]) / 2.0)
     e_ext = max(abs(pr[k] / row[k] - 1) / 0.25 for k in ("t_min", "t_max", "e_min", "e_max"))

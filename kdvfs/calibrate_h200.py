@@ -286,8 +286,8 @@ def _params(x, gap_w: float | None = None) -> dict:
             "peak_tflops_dtype": dict(PEAK_TFLOPS_DTYPE), "gap_power_w": gap_w}
 
 
-def load_rows(data) -> tuple[list[dict], list[dict], list[str]]:
-    """(kernel rows, gap rows, file names) of one or more characterisation files, in file then zoo order; a name
+def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
+    """(kernel rows, gap rows, file names, documents) of one or more characterisation files, in file then zoo order; a name
     measured twice keeps its first measurement."""
     from hw_backend.characterize import load_characterization
 

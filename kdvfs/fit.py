@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import FormatError, InputError
 from kdvfs.gpus import AUTO, GpuSpec, SwitchModel
 from kdvfs.model import KernelParams, evaluate
@@ -159,7 +160,9 @@ def _fit_one(spec: GpuSpec, key: str, pts: tuple[SweepPoint, ...], with_offset: 
     fits = []
     for uc0 in (0.3, 1.0):
         x0[3] = math.log(uc0)
-        fits.append(least_squares(resid, np.array(x0), method="trf", max_nfev=300))
+        # robust loss: a point more than ~2 % off (a bad measurement, a clock the form cannot follow) weighs linearly,
+        # not quadratically, so one bad point does not bend every prediction
+        fits.append(least_squares(resid, np.array(x0), method="trf", max_nfev=300, loss="soft_l1", f_scale=1.0))
     return unpack(min(fits, key=lambda r: r.cost).x)  # the first of equal costs, as before
 
 
@@ -180,6 +183,11 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
     For a generic card the voltage curve's shape (knee, lowest voltage) and the idle power are chosen from a small
     grid by the total residual over all kernels: they are properties of the card, shared by every kernel.
     """
+    with single_threaded_blas():  # many small solves: a BLAS thread pool only thrashes (kdvfs.blas)
+        return _fit_params(sweep, spec)
+
+
+def _fit_params(sweep: Sweep, spec: GpuSpec | None) -> tuple[GpuSpec, KernelParams]:
     spec = spec or generic_spec(sweep)
     generic = spec.name == "generic"  # a card the catalog does not know: each kernel also gets a power offset
     if generic:
@@ -194,6 +202,13 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
                     if best is None or cost < best[0]:
                         best = (cost, cand, parts)
         assert best is not None  # the grid above is not empty
+        _, spec, parts = best
+        # time growing faster than 1/f below some clock is a property of the card: one slowdown for every kernel
+        for frac in (0.25, 0.33, 0.42):
+            cand = replace(spec, slow_core_mhz=frac * spec.max_core_mhz)
+            parts_c, cost = _fit_all(cand, sweep, False)
+            if cost < best[0]:
+                best = (cost, cand, parts_c)
         _, spec, parts = best
     else:
         parts, _ = _fit_all(spec, sweep, False)
@@ -211,16 +226,20 @@ def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:
 
 
 def _spread(n: int, k: int) -> list[int]:
-    """k indices spread evenly over range(n), ends included."""
+    """k indices spread evenly from the 10th percentile of range(n) to its end: over the whole range, but not
+    pinned to the lowest clock, so that a lowest clock that behaves unlike the rest (low-clock slowdown, a bad point)
+    does not set every prediction alone."""
     if k >= n:
         return list(range(n))
-    idx = sorted({int(round(i * (n - 1) / (k - 1))) for i in range(k)})
+    qs = [1.0] if k == 1 else [0.1 + 0.9 * i / (k - 1) for i in range(k)]
+    idx = sorted({min(n - 1, int(math.floor(q * (n - 1) + 0.5))) for q in qs})
     extra = [i for i in range(n) if i not in idx]
     return sorted(idx + extra[: k - len(idx)])
 
 
 def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None) -> dict:
-    """For each kernel: fit on ``train_points`` settings spread over its sweep, predict the rest; MAPE per kernel and overall."""
+    """For each kernel: fit on ``train_points`` settings spread over its sweep (``_spread``), predict the rest; MAPE
+    per kernel and overall, and every point's signed error (``points``: training points marked)."""
     if train_points < 2:
         raise InputError(f"--train-points must be at least 2 (a time and a power curve need two points), got {train_points}")
     train, tests = {}, {}
@@ -239,20 +258,25 @@ def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None) -
     rows = []
     all_t, all_p, all_e = [], [], []
     for k, key in enumerate(sweep.points):
-        test = tests[key]
-        use_actual = all(q.core_actual_mhz for q in sweep.points[key])
-        core = np.array([p.core_actual_mhz if use_actual else p.core_mhz for p in test])
-        mem = np.array([p.mem_mhz for p in test])
-        ev = evaluate(spec, params, core, mem, kernel_index=np.full(len(test), k), cap_w=float("inf") if use_actual else None)
-        t = np.array([p.time_s for p in test])
-        pw = np.array([p.power_w for p in test])
-        et, ep, ee = (100 * np.abs(ev.time_s / t - 1), 100 * np.abs(ev.power_w / pw - 1),
-                      100 * np.abs(ev.energy_j / (t * pw) - 1))
+        pts = sweep.points[key]
+        use_actual = all(q.core_actual_mhz for q in pts)
+        core = np.array([p.core_actual_mhz if use_actual else p.core_mhz for p in pts])
+        mem = np.array([p.mem_mhz for p in pts])
+        ev = evaluate(spec, params, core, mem, kernel_index=np.full(len(pts), k), cap_w=float("inf") if use_actual else None)
+        t = np.array([p.time_s for p in pts])
+        pw = np.array([p.power_w for p in pts])
+        st, sp_, se = 100 * (ev.time_s / t - 1), 100 * (ev.power_w / pw - 1), 100 * (ev.energy_j / (t * pw) - 1)
+        is_train = np.array([p in train[key] for p in pts])
+        et, ep, ee = np.abs(st[~is_train]), np.abs(sp_[~is_train]), np.abs(se[~is_train])
         all_t += et.tolist()
         all_p += ep.tolist()
         all_e += ee.tolist()
-        rows.append({"kernel": key, "train": train_points, "test": len(test), "time_mape_pct": float(et.mean()),
-                     "power_mape_pct": float(ep.mean()), "energy_mape_pct": float(ee.mean())})
-    return {"train_points": train_points, "kernels": rows, "card": spec.name,
+        points = [{"core_mhz": p.core_mhz, "mem_mhz": p.mem_mhz, "train": bool(tr), "time_err_pct": float(a),
+                   "power_err_pct": float(b), "energy_err_pct": float(c)}
+                  for p, tr, a, b, c in zip(pts, is_train, st, sp_, se)]
+        rows.append({"kernel": key, "train": train_points, "test": int((~is_train).sum()),
+                     "time_mape_pct": float(et.mean()), "power_mape_pct": float(ep.mean()),
+                     "energy_mape_pct": float(ee.mean()), "points": points})
+    return {"train_points": train_points, "kernels": rows, "card": spec.name, "slow_core_mhz": spec.slow_core_mhz,
             "time_mape_pct": float(np.mean(all_t)), "power_mape_pct": float(np.mean(all_p)),
             "energy_mape_pct": float(np.mean(all_e))}

@@ -92,6 +92,23 @@ class GpuSpec:
             ``simt``), TFLOP/s at the boost clock; empty = ``peak_tflops`` for every class.
         work_activity: coefficients of core activity from each kernel's work (``kdvfs.model.activity_from_work``):
             ``base``, ``tensor16``, ``tf32``, ``simt``, ``mem``; empty = activity from the category priors only.
+        vf_exponent: shape of the voltage rise above the knee (1: linear in the clock; > 1: bending up late).
+        core_floor_mhz: the lowest core clock the card really runs under load: a request f runs at
+            ``(f⁴ + floor⁴)^¼`` (0: every request is honoured; the 3080 Ti's 210 MHz runs faster than 210 MHz).
+        auto_mem_traffic_w: extra power of the driver's auto memory per unit of memory traffic (``um·tm/t``), on top of
+            ``auto_mem_extra_w`` (0: the auto-memory cost is the same for every kernel).
+        auto_mem_onset_mhz: core clock above which the auto-memory cost appears, rising linearly to its full value at
+            ``boost_core_mhz`` (0: the same at every core clock).
+        smooth_p_mem: memory clock → smooth-maximum exponent where it differs from ``smooth_p`` (the 3080 Ti's 405 and
+            810 MHz low-power memory modes overlap compute and memory traffic less: their times nearly add up).
+        slow_core_mhz, slow_exponent: low-clock slowdown of the core time term, ``× (1 + (slow_core_mhz/f)^k)``
+            (0: time ∝ 1/f at every clock; real sweeps of older cards run compute-bound kernels 6–7× slower at 405 than
+            at 1380 MHz, a clock ratio of 3.41).
+        quirk_core_clamp_mhz: quirks: memory clock → core clock the driver holds instead of any higher request
+            (the 3080 Ti's 405 MHz memory with core > 420 MHz runs as (420, 405)); applied before
+            ``quirk_mem_fallback_mhz``.
+        auto_mem_bw_factor: memory bandwidth with the memory clock on auto relative to the highest clock locked (1: the
+            same).
         switch: the clock-switch latency model.
         sources: field name → source of its number.
     """
@@ -118,6 +135,15 @@ class GpuSpec:
     mem_max_core_mhz: tuple[tuple[int, int], ...] = ()
     quirk_mem_fallback_mhz: tuple[tuple[int, int], ...] = ()
     peak_tflops: float = 0.0
+    vf_exponent: float = 1.0
+    core_floor_mhz: float = 0.0
+    auto_mem_traffic_w: float = 0.0
+    auto_mem_onset_mhz: float = 0.0
+    smooth_p_mem: tuple[tuple[int, float], ...] = ()
+    slow_core_mhz: float = 0.0
+    slow_exponent: float = 4.0
+    quirk_core_clamp_mhz: tuple[tuple[int, int], ...] = ()
+    auto_mem_bw_factor: float = 1.0
     sources: tuple[tuple[str, str], ...] = field(default=())
     peak_tflops_dtype: tuple[tuple[str, float], ...] = ()
     work_activity: tuple[tuple[str, float], ...] = ()
@@ -151,7 +177,9 @@ class GpuSpec:
                 f"pick one of {', '.join(map(str, self.mem_clocks_mhz))} or auto"
             )
         limit = dict(self.mem_max_core_mhz).get(mem_mhz)
-        if limit is not None and (core_mhz == AUTO or core_mhz > limit):
+        # a quirk with a core clamp is a request the driver accepts and runs clamped (the study measured those rows)
+        clamped = mem_mhz in dict(self.quirk_core_clamp_mhz)
+        if limit is not None and not clamped and (core_mhz == AUTO or core_mhz > limit):
             raise UnsupportedClockError(
                 f"memory clock {mem_mhz} MHz is only honoured by {self.name} with core ≤ {limit} MHz, got core "
                 f"{'auto' if core_mhz == AUTO else core_mhz} MHz; lower the core clock or pick another memory clock"
@@ -174,14 +202,20 @@ class GpuSpec:
     def effective_request(self, core_mhz: np.ndarray, mem_mhz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What the driver actually asks of the hardware: auto → boost / highest memory clock; quirks applied.
 
-        An out-of-quirk request (e.g. 405 MHz memory with core 630 MHz on the 3080 Ti) gets the fallback memory clock,
-        as the study observed; ``check_setting`` refuses such a request, this maps it for sweeps that made it anyway.
+        An out-of-quirk request (e.g. 405 MHz memory with core 630 MHz on the 3080 Ti) runs as the driver runs it: the
+        core held at the quirk's clamp (``quirk_core_clamp_mhz``; the study measured (405, 630 … 2100, auto) exactly as
+        (405, 420)) or else the fallback memory clock; ``check_setting`` refuses such a request, this maps it for
+        sweeps that made it anyway. A request below ``core_floor_mhz`` runs near the floor.
         """
         c = np.where(np.asarray(core_mhz) == AUTO, self.boost_core_mhz, np.minimum(core_mhz, self.boost_core_mhz))
         m = np.where(np.asarray(mem_mhz) == AUTO, self.max_mem_mhz, mem_mhz)
+        for mem, clamp in self.quirk_core_clamp_mhz:
+            c = np.where(m == mem, np.minimum(c, clamp), c)
         for mem, lim in self.mem_max_core_mhz:
             fb = dict(self.quirk_mem_fallback_mhz).get(mem, self.max_mem_mhz)
             m = np.where((m == mem) & (c > lim), fb, m)
+        if self.core_floor_mhz > 0:  # after the quirks: they act on the requested clock
+            c = (np.asarray(c, dtype=float) ** 4 + self.core_floor_mhz ** 4) ** 0.25
         return c.astype(float), m.astype(float)
 
     def bandwidth_gbs(self, mem_mhz: np.ndarray) -> np.ndarray:
@@ -192,7 +226,24 @@ class GpuSpec:
         """Relative core voltage: flat below the knee, rising linearly to ``v_max`` at the highest clock."""
         f = np.asarray(core_mhz, dtype=float)
         span = max(self.max_core_mhz - self.vf_knee_mhz, 1.0)
-        return self.v_min + (self.v_max - self.v_min) * np.clip((f - self.vf_knee_mhz) / span, 0.0, None)
+        x = np.clip((f - self.vf_knee_mhz) / span, 0.0, None)
+        return self.v_min + (self.v_max - self.v_min) * (x if self.vf_exponent == 1.0 else x ** self.vf_exponent)
+
+    def smooth_p_at(self, mem_mhz: np.ndarray) -> np.ndarray | float:
+        """The smooth-maximum exponent at effective memory clocks (``smooth_p`` unless ``smooth_p_mem`` says)."""
+        if not self.smooth_p_mem:
+            return self.smooth_p
+        p = np.full(np.shape(mem_mhz), float(self.smooth_p))
+        for m, v in self.smooth_p_mem:
+            p = np.where(np.asarray(mem_mhz) == m, v, p)
+        return p
+
+    def auto_mem_ramp(self, core_mhz: np.ndarray) -> np.ndarray:
+        """Share of the auto-memory cost paid at a core clock (1 everywhere unless ``auto_mem_onset_mhz`` is set)."""
+        if self.auto_mem_onset_mhz <= 0:
+            return np.ones_like(np.asarray(core_mhz, dtype=float))
+        span = max(self.boost_core_mhz - self.auto_mem_onset_mhz, 1.0)
+        return np.clip((np.asarray(core_mhz, dtype=float) - self.auto_mem_onset_mhz) / span, 0.0, 1.0)
 
     def core_power_shape(self, core_mhz: np.ndarray) -> np.ndarray:
         """V(f)²·f relative to its value at the boost clock."""
@@ -222,6 +273,11 @@ class GpuSpec:
             "mem_bandwidth_gbs": dict(zip(map(str, self.mem_clocks_mhz), self.mem_bandwidth_gbs)),
             "core_power_w": self.core_power_w, "mem_power_w": dict(zip(map(str, self.mem_clocks_mhz), self.mem_power_w)),
             "auto_mem_extra_w": self.auto_mem_extra_w,
+            "vf_exponent": self.vf_exponent, "core_floor_mhz": self.core_floor_mhz,
+            "auto_mem_traffic_w": self.auto_mem_traffic_w, "auto_mem_onset_mhz": self.auto_mem_onset_mhz, "smooth_p_mem": {str(m): v for m, v in self.smooth_p_mem},
+            "slow_core_mhz": self.slow_core_mhz, "slow_exponent": self.slow_exponent,
+            "quirk_core_clamp": {str(m): c for m, c in self.quirk_core_clamp_mhz},
+            "auto_mem_bw_factor": self.auto_mem_bw_factor,
             "mem_traffic_power_w": self.mem_traffic_power_w, "smooth_p": self.smooth_p,
             "peak_tflops": self.peak_tflops, "peak_tflops_dtype": dict(self.peak_tflops_dtype),
             "work_activity": dict(self.work_activity),
@@ -236,7 +292,8 @@ class GpuSpec:
 _SOURCED_FIELDS = ("core_clocks_mhz", "mem_clocks_mhz", "mem_max_core_mhz", "boost_core_mhz", "power_limit_w", "cap_w",
                    "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_bandwidth_gbs", "core_power_w", "mem_power_w",
                    "auto_mem_extra_w", "mem_traffic_power_w", "smooth_p", "peak_tflops", "peak_tflops_dtype",
-                   "work_activity", "switch")
+                   "work_activity", "switch", "auto_mem_traffic_w", "vf_exponent", "core_floor_mhz", "auto_mem_onset_mhz",
+                   "smooth_p_mem", "slow_core_mhz", "quirk_core_clamp_mhz", "auto_mem_bw_factor")
 
 
 def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
@@ -244,7 +301,8 @@ def _clocks(lo: int, hi: int, step: int = 15) -> tuple[int, ...]:
 
 
 _HF = "hardware_facts (shared/reference/hardware_facts.md)"
-_FIT = "fitted by scripts/calibrate_rtx3080ti.py to Spaan et al. 2026 Table 1 / Figure 5"
+_FIT = ("fitted by `kdvfs profile calibrate spaan2026` (table method) to Spaan et al. 2026 Table 1 / Figure 5; "
+        "checked on the pass-level sweep of Figures 3/4")
 _VELICKA = "Velička et al., IPDPSW 2025 (arXiv:2502.20075): ~6 ms on GH200/H200; host/transition split is an assumption"
 _V100 = ("assumption for Ampere: a public V100 benchmark of nvmlDeviceSetGpuLockedClocks (call ~4.5 ms, clock in effect "
          "~20 ms later); no Ampere latency is published in a form we could read (hardware_facts)")
@@ -252,22 +310,29 @@ _V100 = ("assumption for Ampere: a public V100 benchmark of nvmlDeviceSetGpuLock
 _AMPERE_SWITCH = SwitchModel(host_call_s=4.5e-3, transition_s=20e-3, spread=0.25, source=_V100)
 _HOPPER_SWITCH = SwitchModel(host_call_s=1.5e-3, transition_s=4.5e-3, spread=0.25, source=_VELICKA)
 
-# The RTX 3080 Ti constants marked _FIT come from the calibration script (rerun it to print them again).
+# The RTX 3080 Ti constants marked _FIT come from `kdvfs profile calibrate spaan2026` (kdvfs/calibrate_joint.py; it
+# prints them again, and says whether this preset still holds them). Full precision: the bundled profile is built from
+# exactly these values.
 RTX3080TI = GpuSpec(
     name="rtx3080ti", full_name="NVIDIA GeForce RTX 3080 Ti", arch="Ampere (GA102)",
     core_clocks_mhz=_clocks(210, 2100), mem_clocks_mhz=(405, 810, 5001, 9251, 9501),
-    mem_max_core_mhz=((405, 420),), quirk_mem_fallback_mhz=((405, 810),),
-    boost_core_mhz=1900, power_limit_w=350.0, cap_w=342.0, idle_power_w=76.769,
-    v_min=0.6914, v_max=1.0, vf_knee_mhz=1680.0,
+    mem_max_core_mhz=((405, 420),), quirk_core_clamp_mhz=((405, 420),), quirk_mem_fallback_mhz=(),
+    boost_core_mhz=1900.239118518317, power_limit_w=350.0, cap_w=342.00000009558187, idle_power_w=77.0541401103324,
+    v_min=0.6953091856932148, v_max=1.0, vf_knee_mhz=1679.9999979928782,
     # 912 GB/s at 9501 (384-bit × 19 Gbps), ∝ clock for 5001/9251; 405/810 run in a low-power mode, fitted
-    mem_bandwidth_gbs=(30.43, 176.40, 480.00, 888.00, 912.00),
-    core_power_w=215.0, mem_power_w=(0.059, 1.287, 9.745, 36.872, 61.092),
-    auto_mem_extra_w=7.475, mem_traffic_power_w=45.0, smooth_p=16.280, peak_tflops=34.1,
-    switch=_AMPERE_SWITCH,
+    mem_bandwidth_gbs=(30.257083808230135, 170.2840576875204, 480.0, 888.0, 912.0),
+    core_power_w=215.0,
+    mem_power_w=(0.04236916503809486, 1.4767389844185963, 9.773211373664418, 36.38215782444134, 61.41725582962141),
+    auto_mem_extra_w=7.548428050783299, mem_traffic_power_w=45.0, smooth_p=15.116322984833655,
+    peak_tflops=34.1, switch=_AMPERE_SWITCH,
     sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF), ("mem_max_core_mhz", _HF), ("power_limit_w", _HF),
              ("mem_bandwidth_gbs", _HF + "; 405/810 MHz values " + _FIT), ("boost_core_mhz", _FIT), ("cap_w", _FIT),
              ("idle_power_w", _FIT), ("v_min", _FIT), ("v_max", _FIT), ("vf_knee_mhz", _FIT),
-             ("core_power_w", _FIT), ("mem_power_w", _FIT), ("auto_mem_extra_w", _FIT), ("mem_traffic_power_w", _FIT), ("smooth_p", _FIT),
+             ("core_power_w", "scale (assumption): the per-kernel activities absorb it"), ("mem_power_w", _FIT),
+             ("auto_mem_extra_w", _FIT),
+             ("mem_traffic_power_w", "scale (assumption): the per-kernel memory activities absorb it"),
+             ("smooth_p", _FIT),
+             ("quirk_core_clamp_mhz", "Spaan et al. 2026 Figures 3/4: (405, >420) measured as (405, 420)"),
              ("peak_tflops", "NVIDIA GA102 whitepaper: 34.1 TFLOP/s FP32 at boost"), ("switch", _V100)),
 )
 

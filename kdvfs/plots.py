@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plot_frontier", "plot_whatif", "plot_scaling"]
+__all__ = ["plot_frontier", "plot_pass_level", "plot_scaling", "plot_whatif"]
 
 
 def _plt():
@@ -91,3 +91,36 @@ def plot_scaling(rows: list[dict], path: str | Path, title: str = "") -> Path:
     ax.set_ylabel("energy change vs auto (%)")
     ax.set_title(title or "Savings as the number of GPUs grows")
     return _save(plt, fig, ax, path)
+
+
+def plot_pass_level(rows: list[dict], path: str | Path, title: str = "") -> Path:
+    """The study's Figures 3/4 layout: energy change against time change of the whole forward and backward pass, one
+    line per memory clock through the core clocks; the study solid with dots, the model dashed with crosses.
+
+    ``rows``: one per pass and setting with ``pass``, ``mem_mhz``, ``core_mhz`` and the model's and the study's
+    ``*_time_change_pct`` / ``*_energy_change_pct`` (``kdvfs.calibrate_joint.joint_report``'s ``passes``)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    mems = list(dict.fromkeys(r["mem_mhz"] for r in rows))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes, ("forward", "backward")):
+        for i, m in enumerate(mems):
+            rr = [r for r in rows if r["pass"] == name and r["mem_mhz"] == m]
+            col = colours[i % len(colours)]
+            ax.plot([r["study_time_change_pct"] for r in rr], [r["study_energy_change_pct"] for r in rr], "-o", ms=3,
+                    color=col, label=f"memory {m} (study)")
+            ax.plot([r["model_time_change_pct"] for r in rr], [r["model_energy_change_pct"] for r in rr], "--x", ms=4,
+                    color=col, alpha=0.8, label=f"memory {m} (model)")
+        ax.set_xscale("symlog", linthresh=10.0)
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.axvline(0, color="grey", lw=0.6)
+        ax.set_xlabel("time change vs auto (%)")
+        ax.set_ylabel("energy change vs auto (%)")
+        ax.set_title(f"{name} pass")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, ncol=2)
+    fig.suptitle(title or "Pass-level sweep: study (solid) and model (dashed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -57,9 +57,10 @@ SECTIONS: tuple[Section, ...] = (
             "`scripts/h200_measurement_noise.py`: repeated energy-counter windows per stage."),
     Section("validation/h200/carryover.json", "Power carry-over between stages (H200)",
             "`scripts/h200_carryover.py`: does a heavy stage's power carry into the next one?"),
-    Section("validation/rtx3080ti-calibration/variants.json", "The RTX 3080 Ti calibration and its variants",
-            "`python -m scripts.calibration_variants`: the study's Table 2 rows met by each calibration variant. "
-            "See validation/rtx3080ti-calibration/README.md."),
+    Section("validation/rtx3080ti-calibration/calibration_report.json", "The RTX 3080 Ti calibration",
+            "`kdvfs profile calibrate spaan2026 --json` (table method, the bundled fit): per-kernel targets, the "
+            "pass-level sweep as the check, and Table 2 from the optimisers. The joint method and the trade-off: "
+            "validation/rtx3080ti-calibration/README.md."),
     Section("validation/synthetic/crossval.json", "Fitting sweeps: cross-validation on synthetic data",
             "`python -m scripts.crossval_synthetic`: the model fitted on a few clock settings per kernel, tested on "
             "the rest."),

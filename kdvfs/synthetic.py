@@ -14,13 +14,25 @@ import numpy as np
 from kdvfs.gpus import GpuSpec, SwitchModel
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["HIDDEN_CARD", "random_params", "synthetic_sweep", "write_sweep"]
+__all__ = ["HIDDEN_CARD", "OLDER_CARD", "random_params", "slowdown_sweep", "synthetic_sweep", "write_sweep"]
 
 HIDDEN_CARD = GpuSpec(
     name="hidden-v100like", full_name="synthetic Volta-like card", arch="synthetic",
     core_clocks_mhz=tuple(range(135, 1531, 15)), mem_clocks_mhz=(877,), boost_core_mhz=1530,
     power_limit_w=250.0, cap_w=250.0, idle_power_w=45.0, v_min=0.78, v_max=1.06, vf_knee_mhz=900.0,
     mem_bandwidth_gbs=(900.0,), core_power_w=230.0, mem_power_w=(25.0,), mem_traffic_power_w=50.0,
+    smooth_p=3.0, switch=SwitchModel(0.0, 0.0),
+)
+
+
+# An older datacentre part (405–1380 MHz) whose kernels slow down faster than 1/f at low clocks, as real sweeps of
+# such a card showed: compute-bound kernels 6–7× slower at 405 than at 1380 MHz (a clock ratio of 3.41), most kernels
+# more than 5 % beyond 1/f between 405 and 502 MHz. The slowdown is applied outside the model's own time form.
+OLDER_CARD = GpuSpec(
+    name="hidden-older", full_name="synthetic older datacentre card", arch="synthetic",
+    core_clocks_mhz=tuple(range(405, 1381, 15)), mem_clocks_mhz=(715,), boost_core_mhz=1380,
+    power_limit_w=250.0, cap_w=250.0, idle_power_w=40.0, v_min=0.80, v_max=1.05, vf_knee_mhz=850.0,
+    mem_bandwidth_gbs=(732.0,), core_power_w=200.0, mem_power_w=(20.0,), mem_traffic_power_w=40.0,
     smooth_p=3.0, switch=SwitchModel(0.0, 0.0),
 )
 
@@ -59,3 +71,28 @@ def write_sweep(rows: list[dict], path: str | Path) -> Path:
         w.writeheader()
         w.writerows(rows)
     return path
+
+
+def slowdown_sweep(n_kernels: int = 20, n_clocks: int = 11, slow_at_min: float = 0.9, knee_mhz: float = 800.0,
+                   time_noise: float = 0.01, power_noise: float = 0.02, seed: int = 0,
+                   spec: GpuSpec = OLDER_CARD) -> list[dict]:
+    """Rows of a sweep CSV on ``OLDER_CARD`` with a low-clock slowdown: each kernel's time is the model's times
+    ``1 + slow_at_min · c · ((knee − f)/(knee − f_min))^1.5`` below ``knee_mhz`` (c its compute share of time), so a
+    compute-bound kernel runs 1 + ``slow_at_min`` times longer at the lowest clock than 1/f says; power is the
+    model's at that clock (stalled cycles draw what the clock draws)."""
+    rng = np.random.default_rng(seed)
+    params = random_params(n_kernels, rng)
+    cores = np.array(spec.core_clocks_mhz)[np.linspace(0, len(spec.core_clocks_mhz) - 1, n_clocks).round().astype(int)]
+    fmin = float(spec.core_clocks_mhz[0])
+    ramp = np.clip((knee_mhz - cores) / (knee_mhz - fmin), 0.0, None) ** 1.5
+    rows = []
+    for k in range(n_kernels):
+        ev = evaluate(spec, params, cores, np.full(len(cores), spec.max_mem_mhz), kernel_index=np.full(len(cores), k),
+                      binned=True)
+        share = params.tc_s[k] / (params.tc_s[k] + params.tm_s[k])
+        t = ev.time_s * (1 + slow_at_min * share * ramp) * rng.lognormal(0, time_noise, len(cores))
+        p = ev.power_w * rng.lognormal(0, power_noise, len(cores))
+        for c, ti, pi in zip(cores, t, p):
+            rows.append({"kernel": params.keys[k], "core_mhz": int(c), "mem_mhz": spec.max_mem_mhz,
+                         "time_s": f"{ti:.6e}", "power_w": f"{pi:.3f}"})
+    return rows

@@ -20,6 +20,7 @@ from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.modes import Mechanism, Policy
 from kdvfs.optimize.policies import policy_schedule
 from kdvfs.optimize.problem import Problem
+from kdvfs.passweep import restrict_settings
 from kdvfs.profile import load_profile
 from kdvfs.switching import SwitchCosts
 from kdvfs.trace import load_trace
@@ -72,10 +73,12 @@ def grid(gpus: list[str], latencies: Sequence[float | None], mechanisms: list[st
 _CACHE: dict = {}
 
 
-def _problem(trace_ref: str, profile_ref: str) -> Problem:
-    key = (trace_ref, profile_ref)
+def _problem(trace_ref: str, profile_ref: str, settings: str = "all") -> Problem:
+    key = (trace_ref, profile_ref, settings)
     if key not in _CACHE:
-        _CACHE[key] = Problem(load_trace(resolve_trace_path(trace_ref)), load_profile(resolve_profile_path(profile_ref)))
+        tr = load_trace(resolve_trace_path(trace_ref))
+        prof = restrict_settings(load_profile(resolve_profile_path(profile_ref)).for_trace(tr), settings)
+        _CACHE[key] = Problem(tr, prof)
     return _CACHE[key]
 
 
@@ -87,13 +90,14 @@ def _switch(sc: Scenario) -> SwitchModel:
 
 
 def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limiter: bool = False,
-                 size: tuple[int | None, int] | None = None) -> dict:
+                 size: tuple[int | None, int] | None = None, settings: str = "all") -> dict:
     """One row: the policy's schedule simulated under the scenario's switch model (pure function of its inputs).
 
     ``limiter``: under the card's power limiter, with the limiter-aware choices (``simulator.limited_whatif``).
     ``size``: (per-GPU batch, tensor-parallel degree): the schedule is chosen at the trace's own size and simulated
-    at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both)."""
-    pb = _problem(trace_ref, profile_ref)
+    at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both).
+    ``settings``: the profile's settings to choose from (``kdvfs.passweep.restrict_settings``)."""
+    pb = _problem(trace_ref, profile_ref, settings)
     spec = get_gpu(card)
     sw = _switch(sc)
     if limiter:
@@ -145,9 +149,9 @@ def _free(pb: Problem, sched) -> tuple[float, float]:
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
              progress: Callable[[int], None] | None = None, limiter: bool = False,
-             size: tuple[int | None, int] | None = None) -> list[dict]:
+             size: tuple[int | None, int] | None = None, settings: str = "all") -> list[dict]:
     rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter, size) for sc in scenarios]):
+    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter, size, settings) for sc in scenarios]):
         rows.append(r)
         if progress:
             progress(1)

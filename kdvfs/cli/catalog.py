@@ -1,4 +1,4 @@
-"""Verbs ``gpu list|show`` and ``profile build|fit|crossval``."""
+"""Verbs ``gpu list|show`` and ``profile build|fit|crossval|calibrate``."""
 
 from __future__ import annotations
 
@@ -98,6 +98,93 @@ def cmd_profile_crossval(a) -> int:
     return 0
 
 
+def cmd_profile_calibrate(a) -> int:
+    import sys
+
+    from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
+    from kdvfs.cli.common import progress
+    from kdvfs.console import make_console
+    from kdvfs.errors import InputError
+
+    if a.study != "spaan2026":
+        raise InputError(f"unknown study {a.study!r}; known: spaan2026")
+    if a.out and a.check:
+        raise InputError("--check writes nothing; drop --out or --check")
+    from kdvfs.bundled import bundled_dir
+
+    if a.method == "joint" and not (a.out or a.check):
+        raise InputError("--method joint does not replace the bundled profile (its held-out checks fail: "
+                         "validation/rtx3080ti-calibration/README.md); give --out DIR or --check")
+    out_dir = None if a.check else (a.out or bundled_dir())
+    opts = JointOptions(loss_pass=a.loss_pass, method=a.method, **_fit_options(a.fit_option or []))
+    err = make_console(sys.stderr)
+    if a.method == "table":
+        err.print("calibrating on the per-kernel table (a few minutes; the pass-level sweep is the check)")
+        rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts)
+    else:
+        with progress(err, opts.prefit_nfev + opts.max_nfev, "calibrating (iterations)") as prog:
+            task = prog.add_task("fit", total=opts.prefit_nfev + opts.max_nfev)
+            rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts,
+                                      progress=lambda n, tot: prog.update(task, completed=n))
+    if a.json:
+        print_json({k: v for k, v in rep.items() if k not in ("kernels", "passes")})
+        return 0
+    c = out(a)
+    pl, kn = rep["pass_level"], rep["kernel"]
+    n = kn["kernels"]
+    c.print(table("per kernel (Spaan et al. 2026, Table 1 / Figure 5)", ["check", "result", "target"], [
+        ["auto time and energy within 1 %", f"{kn['auto_within_1pct']}/{n}", f"{n}/{n}"],
+        ["best setting within 1 pt time / 2 pt energy", f"{kn['best_within_target']}/{n} = {100 * kn['best_share']:.0f} %",
+         "≥ 80 %"],
+        ["extremes within 25 %", f"{kn['extremes_within_25pct']}/{n}", f"{n}/{n}"],
+        ["every kernel at its minimum energy", f"{kn['min_energy_mix_pct']:+.1f} %",
+         f"check: table {kn['min_energy_mix_paper_pct']:+.1f} %"]]))
+    o = pl[f"with_loss_in_{'forward' if pl['loss_pass'] == 'backward' else 'backward'}"]
+    c.print(table(f"pass level (Figures 3/4; loss kernels in the {pl['loss_pass']} pass)", ["error, points", "time",
+                  "energy", "target", "loss on the other side (t / E)"], [
+        ["median |error|, 66 settings × 2 passes", f"{pl['median_abs_time_err']:.2f}", f"{pl['median_abs_energy_err']:.2f}",
+         "≤ 1.5", f"{o['median_abs_time_err']:.2f} / {o['median_abs_energy_err']:.2f}"],
+        ["worst, core ≥ 630 & memory ≥ 5001 or auto", f"{pl['worst_main_time_err']:.2f}",
+         f"{pl['worst_main_energy_err']:.2f}", "≤ 5", f"{o['worst_main_time_err']:.2f} / {o['worst_main_energy_err']:.2f}"]]))
+    from kdvfs.cli.optimize import print_table2
+
+    print_table2(c, rep["table2"], "Table 2 from the optimisers on the fitted profile (held out, not fitted)")
+    c.print(f"fit ({a.method} method): " + (f"{rep['evaluations']} iterations, " if a.method == "joint" else "")
+            + f"loss {rep['cost']:.4g}, {rep['seconds']:.0f} s")
+    c.print("card constants: " + preset_source_short(rep))
+    if rep["written"]:
+        c.print("wrote " + ", ".join(rep["written"]))
+    if not rep["preset_matches"]:
+        c.print("[yellow]the rtx3080ti preset in kdvfs/gpus.py does not hold these card constants; paste them there so "
+                "that the catalog and the profile agree:[/yellow]\n" + rep["preset_source"])
+    return 0
+
+
+def _fit_options(items: list[str]) -> dict:
+    """``--fit-option NAME=VALUE`` pairs as ``JointOptions`` fields (the joint method's weights and stages)."""
+    import dataclasses
+
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.errors import InputError
+
+    kinds = {f.name: f.type for f in dataclasses.fields(JointOptions) if f.name not in ("method", "loss_pass")}
+    out: dict = {}
+    for it in items:
+        name, eq, val = it.partition("=")
+        if not eq or name not in kinds:
+            raise InputError(f"--fit-option {it!r} must be NAME=VALUE with NAME one of {', '.join(sorted(kinds))}")
+        kind = str(kinds[name])
+        try:
+            out[name] = val if kind == "str" else int(val) if kind == "int" else float(val)
+        except ValueError:
+            raise InputError(f"--fit-option {it!r}: {name} takes a number ({kind}); e.g. {name}=1") from None
+    return out
+
+
+def preset_source_short(rep: dict) -> str:
+    return ", ".join(f"{k} {v:.4g}" for k, v in rep["card_vector"].items())
+
+
 def register(sub, j) -> None:
     g = sub.add_parser("gpu", help="the GPU catalog").add_subparsers(dest="gpu_cmd", required=True)
     j(g.add_parser("list")).set_defaults(fn=cmd_gpu_list)
@@ -122,3 +209,18 @@ def register(sub, j) -> None:
     sp.add_argument("--train-points", type=int, default=3)
     sp.add_argument("--gpu", help="a catalog card (default: a card built from the sweep)")
     sp.set_defaults(fn=cmd_profile_crossval)
+    sp = j(pr.add_parser("calibrate", help="fit the RTX 3080 Ti model to a study's data and rewrite the bundled profile"))
+    sp.add_argument("study", help="spaan2026")
+    sp.add_argument("--table", help="the per-kernel table (default: the bundled copy)")
+    sp.add_argument("--sweep", help="the pass-level sweep (default: the bundled copy)")
+    sp.add_argument("--out", help="folder for the profile and calibration JSON (default: the bundled traces/)")
+    sp.add_argument("--check", action="store_true", help="fit and report only; write nothing")
+    sp.add_argument("--method", choices=["table", "joint"], default="table",
+                    help="table: fit the per-kernel table, check on the pass-level sweep (the bundled fit); joint: fit "
+                         "both together (needs --out or --check) (default: table)")
+    sp.add_argument("--fit-option", action="append", metavar="NAME=VALUE",
+                    help="a weight or stage of the joint method (kdvfs.calibrate_joint.JointOptions, e.g. pass_weight=0.5, "
+                         "hull_weight=1, emin_tol_pct=5); repeatable (default: none)")
+    sp.add_argument("--loss-pass", choices=["forward", "backward"], default="backward",
+                    help="which pass the loss kernels belong to in the pass-level sweep (default: backward, llm.c's)")
+    sp.set_defaults(fn=cmd_profile_calibrate)

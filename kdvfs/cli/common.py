@@ -9,7 +9,7 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["add_limiter_arg", "check_profile_clocks", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
+__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
            "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 
@@ -48,6 +48,7 @@ def problem(a):
     """The trace and its profile: ``--profile``, else the trace's bundled profile, else — with ``--gpu`` — built from
     the kernel model in memory (never written out)."""
     from kdvfs.optimize import Problem
+    from kdvfs.passweep import restrict_settings
 
     t = load_trace(a.trace)
     if a.profile:
@@ -69,10 +70,15 @@ def problem(a):
             from kdvfs.profile import build_profile
 
             spec = get_gpu(gpu)
-            return Problem(t, build_profile(t, spec, default_params(t, spec)))
+            return Problem(t, restrict_settings(build_profile(t, spec, default_params(t, spec)),
+                                                getattr(a, "settings", None) or "all"))
         prof = load_profile(path)
     check_profile_clocks(prof)
-    return Problem(t, prof)
+    return Problem(t, restrict_settings(prof, getattr(a, "settings", None) or "all"))
+
+
+SETTINGS_HELP = ("clock settings to choose from: all (the profile's, the card's full grid) or study (the 66 of "
+                 "Spaan et al. 2026, to compare with the paper on its own grid)")
 
 
 def check_profile_clocks(prof) -> None:

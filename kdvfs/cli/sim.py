@@ -6,7 +6,17 @@ import json
 import time
 from pathlib import Path
 
-from kdvfs.cli.common import add_limiter_arg, limiter_of, problem, profile_gpu, progress, switch_model, write_csv
+from kdvfs.cli.common import (
+    SETTINGS_HELP,
+    add_limiter_arg,
+    limiter_of,
+    load_profile_ref,
+    problem,
+    profile_gpu,
+    progress,
+    switch_model,
+    write_csv,
+)
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -144,7 +154,7 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
 
 
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
-            size=None):
+            size=None, settings="all"):
     from kdvfs.executor import make_executor
     from simulator.whatif import run_grid
 
@@ -153,7 +163,7 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
         with progress(console, len(scenarios), label) as prog:
             task = prog.add_task(label, total=len(scenarios))
             rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
-                            limiter=limiter, size=size)
+                            limiter=limiter, size=size, settings=settings)
     finally:
         ex.close()
     return rows
@@ -186,10 +196,14 @@ def cmd_whatif(a) -> int:
         check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
     c = make_console()
     t0 = time.perf_counter()
+    if a.settings != "all":  # checked here, once, with a clear message, before any worker starts
+        from kdvfs.passweep import restrict_settings
+
+        restrict_settings(load_profile_ref(profile_ref), a.settings)
     lim = limiter_of(a, get_gpu(card))
     size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
     rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
-                   size=size)
+                   size=size, settings=a.settings)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
         png = Path(a.png or Path(a.output).with_suffix(".png"))
@@ -324,6 +338,7 @@ def register(sub, j) -> None:
                          "ray://HOST:PORT (Ray Client)")
     sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
+    sp.add_argument("--settings", choices=["all", "study"], default="all", help=SETTINGS_HELP)
     sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
     sp.add_argument("--png")
     add_limiter_arg(sp)
