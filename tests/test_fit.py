@@ -132,3 +132,18 @@ def test_noise_scale_comes_from_repeats(tmp_path):
     t, p = noise(rep)  # the noise of a mean of 4 repeats: σ/2
     assert t == pytest.approx(0.01, rel=0.25) and p == pytest.approx(0.02, rel=0.25)
     assert rep.points["k0"][0].repeats == 4 and rep.points["k0"][0].log_time_var > 0
+
+
+def test_crossval_is_deterministic_and_the_sparse_solver_agrees(tmp_path, monkeypatch):
+    """Same sweep, same numbers; above ``_EXACT_MAX_PARAMS`` parameters (many kernels) the trust-region step uses the
+    sparse solver, which must reach the same fit within noise."""
+    import kdvfs.fit as fit
+    from kdvfs.synthetic import slowdown_sweep
+
+    sw = read_sweep(write_sweep(slowdown_sweep(n_kernels=6, seed=1), tmp_path / "s.csv"))
+    a = crossval(sw, 3)
+    assert crossval(sw, 3) == a
+    monkeypatch.setattr(fit, "_EXACT_MAX_PARAMS", 0)
+    b = crossval(sw, 3)
+    assert b["time_mape_pct"] == pytest.approx(a["time_mape_pct"], abs=0.5)
+    assert b["power_mape_pct"] == pytest.approx(a["power_mape_pct"], abs=0.5)
