@@ -142,18 +142,18 @@ def generic_spec(sweep: Sweep) -> GpuSpec:
 # spot of the loss, and a fitted a reads directly ("compute-bound kernels 90 % slower than 1/f at the lowest clock").
 _CARD = (("knee", 0.55, 0.2, 0.9), ("v_min", 0.8, 0.5, 0.98), ("idle", 0.6, 0.0, 0.95),
          ("slow_a", 0.1, 0.0, 10.0), ("slow_k", 3.0, 1.0, 12.0))
-# The robust loss: residuals are log-ratios in units of the measurement noise (time and power apart, ``_noise``); a
+# The robust loss: residuals are log-ratios in units of the measurement noise (time and power apart, ``noise``); a
 # point more than ``_ROBUST`` noise widths off (a bad measurement, a clock the form cannot follow) weighs linearly, not
 # quadratically, so one bad point does not bend every prediction.
 _ROBUST = 2.0
-# Relative time and power noise of one point when the sweep has no repeats to measure it: what 1 s windows of NVML's
-# energy counter and a CUDA-event time give (kdvfs sweep's defaults; the fake card's tests use the same).
+# Relative time and power noise of one point when the sweep has no repeats to measure it: an assumption, the same as the
+# fake device's in scripts/sparse_vs_exhaustive.py; a sweep with repeats measures its own (``noise``).
 _NOISE_DEFAULT = (0.01, 0.02)
 _NOISE_FLOOR = 0.002  # a loss scale of zero would call every point an outlier
 # Stop when the loss changes by less than this share: 10⁻⁵ of a sum of squared noise-scaled residuals is far below
 # what the noise can tell apart, and the solver's default (10⁻⁸) only spends iterations on flat directions.
 _TOL = 1e-5
-# A budget of loss evaluations: on the synthetic sweeps of tests/test_fit.py the fits converge within it or, where
+# A budget of loss evaluations: on the six crossval sweeps of tests/test_fit.py the fits converge within it or, where
 # they crawl along a flat valley, change no MAPE by 0.01 points between 100 and 300 evaluations
 _MAX_NFEV = 100
 _EXACT_MAX_PARAMS = 400  # above this many parameters the trust-region step uses the sparse solver (lsmr)
@@ -283,8 +283,8 @@ def _solve(base: GpuSpec, fl: _Flat, generic: bool, noise_rel: tuple[float, floa
             # weak priors keep unidentifiable parts (fixed time, memory activity, the memory term with one memory
             # clock) put. With one memory clock the memory activity rests only on the power's curvature over a few
             # core clocks, which the power noise cannot resolve: there its prior holds log um within about ±1 of 0
-            # for about one noise width (weight 0.5; 0.05 let it run to its bound and predict +27 % power between
-            # training clocks on the slowdown sweep, validation/rtx3080ti-calibration/README.md)
+            # for about one noise width (weight 0.5; at 0.05 it ran to its bound on slowdown sweeps and mispredicted
+            # the power between training clocks by tens of percent)
             pri * 0.05 * (x[:, 0] - np.log(0.01 * tmin)), pri * np.where(one_mem, 0.5, 0.05) * x[:, 4],
             pri * np.where(one_mem, 0.3 * (x[:, 2] - np.log(0.3 * tmin)), 0.0)])
         last["v"], last["f"] = v.copy(), f.copy()
