@@ -6,8 +6,8 @@ the same (kernel, setting) are repeats and are averaged.
 
 With a known card (``gpu``) the fit uses its catalog constants and solves each kernel's five parameters. For a card
 the catalog does not know (``crossval`` without ``--gpu``), a generic card is built from the sweep itself: its
-clocks, a generic voltage curve, and a power cap when many settings pile up at one highest power (throttling); each
-kernel then also gets a power offset.
+clocks, a power cap when many settings pile up at one highest power (throttling), and a voltage curve, idle power and
+low-clock slowdown fitted together with every kernel (docs/fit.md).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, nnls
+from scipy.sparse import csr_matrix
 
 from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import FormatError, InputError
@@ -26,13 +27,15 @@ from kdvfs.gpus import AUTO, GpuSpec, SwitchModel
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.profile import Profile, parse_clock, read_csv_rows
 
-__all__ = ["SweepPoint", "Sweep", "read_sweep", "generic_spec", "fit_params", "fit_profile", "crossval"]
+__all__ = ["SweepPoint", "Sweep", "read_sweep", "generic_spec", "fit_params", "fit_profile", "crossval", "noise",
+           "train_indices"]
 
 
 @dataclass(frozen=True, slots=True)
 class SweepPoint:
     """Attributes: core_mhz / mem_mhz requested (``AUTO`` allowed), measured time_s and power_w (averaged over
-    repeats), core_actual_mhz when recorded, repeats."""
+    repeats), core_actual_mhz when recorded, repeats; log_time_var / log_power_var: the sample variance of the
+    repeats' log time and log power (``None`` with one repeat)."""
 
     core_mhz: int
     mem_mhz: int
@@ -40,6 +43,8 @@ class SweepPoint:
     power_w: float
     core_actual_mhz: float | None = None
     repeats: int = 1
+    log_time_var: float | None = None
+    log_power_var: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +100,10 @@ def read_sweep(path: str | Path, min_points: int = 2) -> Sweep:
         for (c, m), vals in by.items():
             a = np.array([(t, p) for t, p, _ in vals])
             acts = [x for _, _, x in vals if x is not None]
+            var = np.log(a).var(axis=0, ddof=1) if len(vals) > 1 else (None, None)
             ps.append(SweepPoint(c, m, float(a[:, 0].mean()), float(a[:, 1].mean()),
-                                 float(np.mean(acts)) if acts else None, len(vals)))
+                                 float(np.mean(acts)) if acts else None, len(vals),
+                                 *(None if v is None else float(v) for v in var)))
         if len(ps) < min_points:
             raise FormatError(
                 f"sweep {str(path)!r}: kernel {k!r} has {len(ps)} measured setting(s); fitting needs at least "
@@ -127,93 +134,226 @@ def generic_spec(sweep: Sweep) -> GpuSpec:
     )
 
 
-def _fit_one(spec: GpuSpec, key: str, pts: tuple[SweepPoint, ...], with_offset: bool) -> KernelParams:
-    core = np.array([p.core_actual_mhz if p.core_actual_mhz else p.core_mhz for p in pts], dtype=float)
-    use_actual = all(p.core_actual_mhz for p in pts)
-    mem = np.array([p.mem_mhz for p in pts])
-    t = np.array([p.time_s for p in pts])
-    pw = np.array([p.power_w for p in pts])
-    cap = float("inf") if use_actual else None
-    one_mem = len(set(mem.tolist())) == 1
-    tmin = float(t.min())
-
-    def unpack(x):
-        p0 = np.array([x[5]]) if with_offset else None
-        t0, tc, tm, uc, um = (np.exp(x[j:j + 1]) for j in range(5))
-        return KernelParams((key,), t0, tc, tm, uc, um, "fitted", p0)
-
-    def resid(x):
-        p = unpack(x)
-        ev = evaluate(spec, p, core.astype(int) if not use_actual else core, mem, kernel_index=np.zeros(len(pts), int),
-                      cap_w=cap)
-        r = [np.log(ev.time_s / t) / 0.02, np.log(ev.power_w / pw) / 0.02,
-             # weak priors keep unidentifiable parts (fixed time, memory activity with one memory clock) put
-             0.05 * (x[0] - math.log(0.01 * tmin)) * np.ones(1),
-             0.05 * x[4] * np.ones(1)]
-        if one_mem:
-            r.append(0.3 * (x[2] - math.log(0.3 * tmin)) * np.ones(1))
-        return np.concatenate(r)
-
-    x0 = [math.log(0.01 * tmin), math.log(0.7 * tmin), math.log(0.3 * tmin), math.log(0.8), 0.0]
-    if with_offset:
-        x0.append(0.3 * float(pw.min()))
-    fits = []
-    for uc0 in (0.3, 1.0):
-        x0[3] = math.log(uc0)
-        # robust loss: a point more than ~2 % off (a bad measurement, a clock the form cannot follow) weighs linearly,
-        # not quadratically, so one bad point does not bend every prediction
-        fits.append(least_squares(resid, np.array(x0), method="trf", max_nfev=300, loss="soft_l1", f_scale=1.0))
-    return unpack(min(fits, key=lambda r: r.cost).x)  # the first of equal costs, as before
+# The generic card's constants, fitted together with every kernel: (name, start, lower bound, upper bound). The voltage
+# knee as a share of the highest clock, the lowest voltage (the highest is 1), the idle power as a share of the lowest
+# measured power, and the low-clock slowdown ``s(f) = 1 + a·(f_low/f)^k`` of the core term: a the extra core time at
+# the sweep's lowest clock f_low, k how fast it fades (kdvfs.model._time's ``1 + (f_slow/f)^k`` with
+# f_slow = f_low·a^(1/k)). The slowdown is written through a, not f_slow: "no slowdown" (a = 0) is then not a flat
+# spot of the loss, and a fitted a reads directly ("compute-bound kernels 90 % slower than 1/f at the lowest clock").
+_CARD = (("knee", 0.55, 0.2, 0.9), ("v_min", 0.8, 0.5, 0.98), ("idle", 0.6, 0.0, 0.95),
+         ("slow_a", 0.1, 0.0, 10.0), ("slow_k", 3.0, 1.0, 12.0))
+# The robust loss: residuals are log-ratios in units of the measurement noise (time and power apart, ``noise``); a
+# point more than ``_ROBUST`` noise widths off (a bad measurement, a clock the form cannot follow) weighs linearly, not
+# quadratically, so one bad point does not bend every prediction.
+_ROBUST = 2.0
+# Relative time and power noise of one point when the sweep has no repeats to measure it: an assumption, the same as the
+# fake device's in scripts/sparse_vs_exhaustive.py; a sweep with repeats measures its own (``noise``).
+_NOISE_DEFAULT = (0.01, 0.02)
+_NOISE_FLOOR = 0.002  # a loss scale of zero would call every point an outlier
+# Stop when the loss changes by less than this share: 10⁻⁵ of a sum of squared noise-scaled residuals is far below
+# what the noise can tell apart, and the solver's default (10⁻⁸) only spends iterations on flat directions.
+_TOL = 1e-5
+# A budget of loss evaluations: on the six crossval sweeps of tests/test_fit.py the fits converge within it or, where
+# they crawl along a flat valley, change no MAPE by 0.01 points between 100 and 300 evaluations
+_MAX_NFEV = 100
+_EXACT_MAX_PARAMS = 400  # above this many parameters the trust-region step uses the sparse solver (lsmr)
 
 
-def _fit_all(spec: GpuSpec, sweep: Sweep, generic: bool) -> tuple[list[KernelParams], float]:
-    parts, cost = [], 0.0
-    for k, ps in sweep.points.items():
-        p = _fit_one(spec, k, ps, generic)
-        parts.append(p)
-        core = np.array([q.core_actual_mhz or q.core_mhz for q in ps])
-        ev = evaluate(spec, p, core, np.array([q.mem_mhz for q in ps]), kernel_index=np.zeros(len(ps), int))
-        cost += float(np.sum(np.log(ev.time_s / [q.time_s for q in ps]) ** 2 + np.log(ev.power_w / [q.power_w for q in ps]) ** 2))
-    return parts, cost
+@dataclass(frozen=True, slots=True)
+class _Flat:
+    """Every point of a sweep in flat arrays, for one vectorised fit of all kernels.
+
+    Attributes:
+        keys: kernel keys, in sweep order.
+        kernel: index into ``keys`` of each point.
+        core_mhz: the clock each point is evaluated at (the recorded actual clock where every point of the kernel has
+            one, else the requested clock, ``AUTO`` allowed).
+        mem_mhz: requested memory clock.
+        time_s, power_w: measured.
+        uncapped: the point's clock is the actual one (no power cap applies).
+    """
+
+    keys: tuple[str, ...]
+    kernel: np.ndarray
+    core_mhz: np.ndarray
+    mem_mhz: np.ndarray
+    time_s: np.ndarray
+    power_w: np.ndarray
+    uncapped: np.ndarray
+
+
+def _flatten(sweep: Sweep) -> _Flat:
+    kern, core, mem, t, pw, unc = [], [], [], [], [], []
+    for k, ps in enumerate(sweep.points.values()):
+        actual = all(p.core_actual_mhz for p in ps)
+        for p in ps:
+            kern.append(k)
+            core.append(float(p.core_actual_mhz) if actual else float(p.core_mhz))
+            mem.append(p.mem_mhz)
+            t.append(p.time_s)
+            pw.append(p.power_w)
+            unc.append(actual)
+    return _Flat(tuple(sweep.points), np.array(kern, int), np.array(core), np.array(mem, int), np.array(t),
+                 np.array(pw), np.array(unc, bool))
+
+
+def noise(sweep: Sweep) -> tuple[float, float]:
+    """Relative (time, power) noise of one averaged point: from the spread of repeats where the sweep has them (the
+    pooled variance of the repeats' log values over the number of repeats), else ``_NOISE_DEFAULT``; never below
+    0.2 %."""
+    pts = [p for ps in sweep.points.values() for p in ps if p.repeats > 1 and p.log_time_var is not None]
+    if not pts:
+        return _NOISE_DEFAULT
+    reps = float(np.mean([p.repeats for p in pts]))
+    vt = float(np.mean([p.log_time_var for p in pts]))
+    vp = float(np.mean([p.log_power_var for p in pts]))
+    return max(math.sqrt(vt / reps), _NOISE_FLOOR), max(math.sqrt(vp / reps), _NOISE_FLOOR)
+
+
+def _params(keys, x: np.ndarray) -> KernelParams:
+    e = np.exp(x)
+    return KernelParams(keys, e[:, 0], e[:, 1], e[:, 2], e[:, 3], e[:, 4], "fitted")
+
+
+def _card(base: GpuSpec, z: np.ndarray, f_low: float, p_low: float) -> GpuSpec:
+    knee, vmin, idle, a, k = (float(v) for v in z)
+    return replace(base, vf_knee_mhz=knee * base.max_core_mhz, v_min=vmin, idle_power_w=idle * p_low,
+                   slow_core_mhz=f_low * a ** (1.0 / k) if a > 0 else 0.0, slow_exponent=k,
+                   mem_power_w=tuple(0.0 for _ in base.mem_clocks_mhz))
+
+
+def _model(spec: GpuSpec, params: KernelParams, fl: _Flat) -> tuple[np.ndarray, np.ndarray]:
+    t, pw = np.empty(len(fl.kernel)), np.empty(len(fl.kernel))
+    for unc in (False, True):
+        m = fl.uncapped == unc
+        if m.any():
+            ev = evaluate(spec, params, fl.core_mhz[m], fl.mem_mhz[m], kernel_index=fl.kernel[m],
+                          cap_w=float("inf") if unc else None)
+            t[m], pw[m] = ev.time_s, ev.power_w
+    return t, pw
+
+
+def _start(spec: GpuSpec, fl: _Flat) -> np.ndarray:
+    """Each kernel's start from closed forms: its time as ``a + b·F/f`` by least squares (b the core term, a the
+    rest), then its core and memory activity from its power by non-negative least squares at those times."""
+    n = len(fl.keys)
+    x = np.zeros((n, 5))
+    fc, fm = spec.effective_request(fl.core_mhz, fl.mem_mhz)
+    top = float(spec.boost_core_mhz)
+    for k in range(n):
+        m = fl.kernel == k
+        f, t, pw = fc[m].astype(float), fl.time_s[m], fl.power_w[m]
+        tmin = float(t.min())
+        a, b = np.linalg.lstsq(np.column_stack([np.ones(len(t)), top / f]), t, rcond=None)[0]
+        tc, tm = max(float(b), 0.05 * tmin), max(float(a), 0.05 * tmin)
+        x[k, :3] = math.log(0.01 * tmin), math.log(tc), math.log(tm)
+        idle = spec.idle_power_w - spec.mem_power_w[-1] + np.interp(fm[m], spec.mem_clocks_mhz, spec.mem_power_w)
+        cols = np.column_stack([spec.core_power_w * spec.core_power_shape(f),
+                                spec.mem_traffic_power_w * tm / np.maximum(t, tm)])
+        (uc, um), _ = nnls(cols, np.maximum(pw - idle, 0.0))
+        x[k, 3:] = math.log(min(max(uc, 0.05), 3.0)), math.log(min(max(um, 0.05), 3.0))
+    return x
+
+
+def _solve(base: GpuSpec, fl: _Flat, generic: bool, noise_rel: tuple[float, float]) -> tuple[GpuSpec, KernelParams]:
+    """One least-squares fit of every kernel's five parameters, and for a generic card of the card's ``_CARD``
+    constants, to every point at once. A kernel's parameters move only its own points, so the Jacobian costs one
+    model evaluation per kernel parameter (all kernels together) and one per card constant."""
+    n, npts = len(fl.keys), len(fl.kernel)
+    explicit = fl.core_mhz[fl.core_mhz != AUTO]
+    f_low = float(explicit.min()) if len(explicit) else float(base.core_clocks_mhz[0])
+    p_low = float(fl.power_w.min())
+    z0 = np.array([c[1] for c in _CARD]) if generic else np.zeros(0)
+    tmin = np.array([fl.time_s[fl.kernel == k].min() for k in range(n)])
+    tmax = np.array([fl.time_s[fl.kernel == k].max() for k in range(n)])
+    one_mem = np.array([len(set(fl.mem_mhz[fl.kernel == k].tolist())) == 1 for k in range(n)])
+    st, sp = noise_rel
+    pri = 0.02 / st  # the priors' weights were set against residuals in units of 2 %: keep their share of the loss
+
+    last: dict = {}
+
+    def resid(v):
+        if last.get("v") is not None and np.array_equal(last["v"], v):
+            return last["f"].copy()
+        x = v[: 5 * n].reshape(n, 5)
+        spec = _card(base, v[5 * n:], f_low, p_low) if generic else base
+        t, pw = _model(spec, _params(fl.keys, x), fl)
+        f = np.concatenate([
+            np.log(t / fl.time_s) / st, np.log(pw / fl.power_w) / sp,
+            # weak priors keep unidentifiable parts (fixed time, memory activity, the memory term with one memory
+            # clock) put. With one memory clock the memory activity rests only on the power's curvature over a few
+            # core clocks, which the power noise cannot resolve: there its prior holds log um within about ±1 of 0
+            # for about one noise width (weight 0.5; at 0.05 it ran to its bound on slowdown sweeps and mispredicted
+            # the power between training clocks by tens of percent)
+            pri * 0.05 * (x[:, 0] - np.log(0.01 * tmin)), pri * np.where(one_mem, 0.5, 0.05) * x[:, 4],
+            pri * np.where(one_mem, 0.3 * (x[:, 2] - np.log(0.3 * tmin)), 0.0)])
+        last["v"], last["f"] = v.copy(), f.copy()
+        return f
+
+    # which kernel each residual belongs to (points, then the three priors), and which parameter each prior reads
+    owner = np.concatenate([fl.kernel, fl.kernel, np.arange(n), np.arange(n), np.arange(n)])
+    prior_of = np.concatenate([np.full(2 * npts, -1), np.zeros(n, int), np.full(n, 4), np.full(n, 2)])
+    nz = 5 * n + len(z0)
+    # bounds: a kernel's times from 10⁻⁴ of its shortest to 10× its longest measured time, activities 10⁻³ … 10
+    klo = np.column_stack([np.log(1e-4 * tmin)] * 3 + [np.full(n, math.log(1e-3))] * 2)
+    khi = np.column_stack([np.log(10 * tmax)] * 3 + [np.full(n, math.log(10.0))] * 2)
+    lo = np.concatenate([klo.ravel(), [c[2] for c in _CARD] if generic else []])
+    hi = np.concatenate([khi.ravel(), [c[3] for c in _CARD] if generic else []])
+    x0 = np.clip(_start(_card(base, z0, f_low, p_low) if generic else base, fl), klo + 1e-9, khi - 1e-9)
+    exact = nz <= _EXACT_MAX_PARAMS
+    rows = np.arange(len(owner))
+
+    def jac(v):
+        # forward differences; a step that would leave the bounds goes the other way
+        f0 = resid(v)
+        cols, vals = [], []
+        for j in range(5):
+            sl = slice(j, 5 * n, 5)
+            h = 1e-7 * np.maximum(1.0, np.abs(v[sl]))
+            h = np.where(v[sl] + h > hi[sl], -h, h)
+            w = v.copy()
+            w[sl] += h
+            d = (resid(w) - f0) / h[owner]
+            keep = (prior_of < 0) | (prior_of == j)
+            cols.append(np.where(keep, 5 * owner + j, -1))
+            vals.append(np.where(keep, d, 0.0))
+        J = np.zeros((len(f0), nz)) if exact else None
+        dense = []
+        for c in range(5 * n, nz):
+            h = 1e-7 * max(1.0, abs(v[c]))
+            h = -h if v[c] + h > hi[c] else h
+            w = v.copy()
+            w[c] += h
+            dense.append((resid(w) - f0) / h)
+        ci, cv = np.concatenate(cols), np.concatenate(vals)
+        ri = np.tile(rows, 5)
+        ok = ci >= 0
+        if exact:
+            J[ri[ok], ci[ok]] = cv[ok]
+            for c, d in zip(range(5 * n, nz), dense):
+                J[:, c] = d
+            return J
+        for c, d in zip(range(5 * n, nz), dense):
+            ri, ci, cv, ok = (np.concatenate([ri, rows]), np.concatenate([ci, np.full(len(rows), c)]),
+                              np.concatenate([cv, d]), np.concatenate([ok, np.ones(len(rows), bool)]))
+        return csr_matrix((cv[ok], (ri[ok], ci[ok])), shape=(len(f0), nz))
+
+    r = least_squares(resid, np.concatenate([x0.ravel(), z0]), jac=jac, bounds=(lo, hi), method="trf",
+                      loss="soft_l1", f_scale=_ROBUST, x_scale="jac", tr_solver="exact" if exact else "lsmr",
+                      ftol=_TOL, xtol=_TOL, max_nfev=_MAX_NFEV)
+    spec = _card(base, r.x[5 * n:], f_low, p_low) if generic else base
+    return spec, _params(fl.keys, r.x[: 5 * n].reshape(n, 5))
 
 
 def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, KernelParams]:
     """Fit every kernel of the sweep; ``spec=None`` builds a generic card from the sweep.
 
-    For a generic card the voltage curve's shape (knee, lowest voltage) and the idle power are chosen from a small
-    grid by the total residual over all kernels: they are properties of the card, shared by every kernel.
+    For a generic card the voltage curve's shape (knee, lowest voltage), the idle power and the low-clock slowdown
+    are fitted with the kernels: they are properties of the card, shared by every kernel.
     """
-    with single_threaded_blas():  # many small solves: a BLAS thread pool only thrashes (kdvfs.blas)
-        return _fit_params(sweep, spec)
-
-
-def _fit_params(sweep: Sweep, spec: GpuSpec | None) -> tuple[GpuSpec, KernelParams]:
-    spec = spec or generic_spec(sweep)
-    generic = spec.name == "generic"  # a card the catalog does not know: each kernel also gets a power offset
-    if generic:
-        best: tuple[float, GpuSpec, list[KernelParams]] | None = None
-        pmin = min(q.power_w for ps in sweep.points.values() for q in ps)
-        for knee in (0.45, 0.6):
-            for vmin in (0.7, 0.85):
-                for idle in (0.4, 0.6, 0.8):
-                    cand = replace(spec, vf_knee_mhz=knee * spec.max_core_mhz, v_min=vmin, idle_power_w=idle * pmin,
-                                   mem_power_w=tuple(0.0 for _ in spec.mem_clocks_mhz))
-                    parts, cost = _fit_all(cand, sweep, False)
-                    if best is None or cost < best[0]:
-                        best = (cost, cand, parts)
-        assert best is not None  # the grid above is not empty
-        _, spec, parts = best
-        # time growing faster than 1/f below some clock is a property of the card: one slowdown for every kernel
-        for frac in (0.25, 0.33, 0.42):
-            cand = replace(spec, slow_core_mhz=frac * spec.max_core_mhz)
-            parts_c, cost = _fit_all(cand, sweep, False)
-            if cost < best[0]:
-                best = (cost, cand, parts_c)
-        _, spec, parts = best
-    else:
-        parts, _ = _fit_all(spec, sweep, False)
-    cat = lambda f: np.concatenate([getattr(p, f) for p in parts])  # noqa: E731
-    return spec, KernelParams(tuple(sweep.points), cat("t0_s"), cat("tc_s"), cat("tm_s"), cat("uc"), cat("um"), "fitted")
+    with single_threaded_blas():  # one process, small dense solves: a BLAS thread pool only thrashes (kdvfs.blas)
+        base = spec or generic_spec(sweep)
+        return _solve(base, _flatten(sweep), base.name == "generic", noise(sweep))
 
 
 def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:
@@ -225,36 +365,49 @@ def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:
     return Profile(params.keys, settings, ev.time_s, ev.power_w, src, spec.name, trace_name, eff_core_mhz=ev.core_mhz)
 
 
-def _spread(n: int, k: int) -> list[int]:
-    """k indices spread evenly from the 10th percentile of range(n) to its end: over the whole range, but not
-    pinned to the lowest clock, so that a lowest clock that behaves unlike the rest (low-clock slowdown, a bad point)
-    does not set every prediction alone."""
+# Roberts' R2 sequence (the plastic number's powers): kernel i's two shifts (low end, interior) fill the unit square
+# evenly for any number of kernels, deterministically
+_R2 = (0.7548776662466927, 0.5698402909980532)
+
+
+def train_indices(n: int, k: int, i: int = 0, rotate: bool = True) -> list[int]:
+    """The k of a kernel's n settings (ordered by memory clock, then core clock) that ``crossval`` trains on, for the
+    kernel in position i of the sweep.
+
+    Always the top setting; a low end in the lowest 10 % of the range; k − 2 interior settings, one per equal part of
+    the range between them, each within the middle half of its part. The low end and the interior positions move from
+    kernel to kernel (``_R2``): each kernel's own fit interpolates over its whole range (no part wider than ¾ of it
+    with k = 3) while the card's shared constants (voltage curve, low-clock slowdown) see every clock of the sweep,
+    and no single clock — the lowest, where a card slows down most and measurements are noisiest — trains every
+    kernel. ``rotate=False``: the lowest, evenly spaced interior and the top for every kernel (the fixed layout, for
+    comparison)."""
     if k >= n:
         return list(range(n))
-    qs = [1.0] if k == 1 else [0.1 + 0.9 * i / (k - 1) for i in range(k)]
-    idx = sorted({min(n - 1, int(math.floor(q * (n - 1) + 0.5))) for q in qs})
-    extra = [i for i in range(n) if i not in idx]
+    u, v = ((0.5 + (i + 1) * _R2[0]) % 1.0, (0.5 + (i + 1) * _R2[1]) % 1.0) if rotate else (0.0, 0.5)
+    lo = int(math.floor(0.1 * u * (n - 1) + 0.5))
+    qs = [lo, n - 1] + [lo + (j + 0.25 + 0.5 * v) / (k - 2) * (n - 1 - lo) for j in range(k - 2)]
+    idx = sorted({min(n - 1, int(math.floor(q + 0.5))) for q in qs})
+    extra = [j for j in range(n) if j not in idx]
     return sorted(idx + extra[: k - len(idx)])
 
 
-def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None) -> dict:
-    """For each kernel: fit on ``train_points`` settings spread over its sweep (``_spread``), predict the rest; MAPE
-    per kernel and overall, and every point's signed error (``points``: training points marked)."""
+def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None, *, rotate: bool = True) -> dict:
+    """For each kernel: fit on ``train_points`` settings (``train_indices``), predict the rest; MAPE per kernel and
+    overall (over the points not trained on), and every point's signed error (``points``, training points marked)."""
     if train_points < 2:
         raise InputError(f"--train-points must be at least 2 (a time and a power curve need two points), got {train_points}")
-    train, tests = {}, {}
-    for key, pts in sweep.points.items():
+    train = {}
+    for i, (key, pts) in enumerate(sweep.points.items()):
         if len(pts) <= train_points:
             raise InputError(
                 f"kernel {key!r} has {len(pts)} settings: cross-validation needs more than --train-points "
                 f"({train_points}) so that some are left to predict"
             )
-        order = sorted(range(len(pts)), key=lambda i: (pts[i].mem_mhz, pts[i].core_actual_mhz or pts[i].core_mhz))
-        tr = [order[i] for i in _spread(len(order), train_points)]
-        train[key] = tuple(pts[i] for i in tr)
-        tests[key] = [pts[i] for i in range(len(pts)) if i not in tr]
-    # the card is built and its voltage curve chosen from the training points only
-    spec, params = fit_params(Sweep(train), spec)
+        order = sorted(range(len(pts)), key=lambda j: (pts[j].mem_mhz or math.inf,
+                                                       pts[j].core_actual_mhz or pts[j].core_mhz or math.inf))
+        train[key] = frozenset(order[j] for j in train_indices(len(order), train_points, i, rotate))
+    # the card is built, and its constants fitted, from the training points only
+    spec, params = fit_params(Sweep({k: tuple(sweep.points[k][j] for j in sorted(tr)) for k, tr in train.items()}), spec)
     rows = []
     all_t, all_p, all_e = [], [], []
     for k, key in enumerate(sweep.points):
@@ -266,7 +419,7 @@ def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None) -
         t = np.array([p.time_s for p in pts])
         pw = np.array([p.power_w for p in pts])
         st, sp_, se = 100 * (ev.time_s / t - 1), 100 * (ev.power_w / pw - 1), 100 * (ev.energy_j / (t * pw) - 1)
-        is_train = np.array([p in train[key] for p in pts])
+        is_train = np.array([j in train[key] for j in range(len(pts))])
         et, ep, ee = np.abs(st[~is_train]), np.abs(sp_[~is_train]), np.abs(se[~is_train])
         all_t += et.tolist()
         all_p += ep.tolist()
@@ -277,6 +430,8 @@ def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None) -
         rows.append({"kernel": key, "train": train_points, "test": int((~is_train).sum()),
                      "time_mape_pct": float(et.mean()), "power_mape_pct": float(ep.mean()),
                      "energy_mape_pct": float(ee.mean()), "points": points})
-    return {"train_points": train_points, "kernels": rows, "card": spec.name, "slow_core_mhz": spec.slow_core_mhz,
+    return {"train_points": train_points, "layout": "rotated" if rotate else "fixed", "kernels": rows,
+            "card": spec.name, "noise_rel": list(noise(sweep)),
+            "slow_core_mhz": spec.slow_core_mhz, "slow_exponent": spec.slow_exponent if spec.slow_core_mhz else None,
             "time_mape_pct": float(np.mean(all_t)), "power_mape_pct": float(np.mean(all_p)),
             "energy_mape_pct": float(np.mean(all_e))}

@@ -95,6 +95,8 @@ def cmd_profile_crossval(a) -> int:
                   ["kernel", "test points", "time MAPE %", "power MAPE %", "energy MAPE %"],
                   [[k["kernel"], k["test"], k["time_mape_pct"], k["power_mape_pct"], k["energy_mape_pct"]] for k in r["kernels"]]))
     c.print(f"overall: time {r['time_mape_pct']:.2f} %, power {r['power_mape_pct']:.2f} %, energy {r['energy_mape_pct']:.2f} %")
+    if r["slow_core_mhz"]:
+        c.print(f"low-clock slowdown learnt: core time × (1 + ({r['slow_core_mhz']:.0f} MHz / f)^{r['slow_exponent']:.2f})")
     return 0
 
 
@@ -204,9 +206,16 @@ def register(sub, j) -> None:
     sp.add_argument("--trace-name")
     sp.add_argument("-o", "--output", required=True)
     sp.set_defaults(fn=cmd_profile_fit)
-    sp = j(pr.add_parser("crossval", help="fit on K settings per kernel, predict the rest"))
+    sp = j(pr.add_parser(
+        "crossval", help="fit on K settings per kernel, predict the rest",
+        description="Fit the model on K settings per kernel and predict the others. Each kernel trains on its top "
+                    "setting, a low end in the lowest 10 % of its range and K-2 interior settings; the low end and "
+                    "the interior move from kernel to kernel so that the card's shared constants see every clock "
+                    "(docs/fit.md). Without --gpu the card is built from the sweep and learns a voltage curve, idle "
+                    "power and a low-clock slowdown. --json gives every point's signed error, training points "
+                    "marked (\"train\": true)."))
     sp.add_argument("sweep")
-    sp.add_argument("--train-points", type=int, default=3)
+    sp.add_argument("--train-points", type=int, default=3, help="settings per kernel to fit on (default 3)")
     sp.add_argument("--gpu", help="a catalog card (default: a card built from the sweep)")
     sp.set_defaults(fn=cmd_profile_crossval)
     sp = j(pr.add_parser("calibrate", help="fit the RTX 3080 Ti model to a study's data and rewrite the bundled profile"))
