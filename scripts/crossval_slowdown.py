@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kdvfs.fit import crossval, read_sweep
+from kdvfs.synthetic import slowdown_sweep, synthetic_sweep, write_sweep
 
-from kdvfs.fit import crossval, read_sweep  # noqa: E402
-from kdvfs.synthetic import slowdown_sweep, synthetic_sweep, write_sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SLOWDOWN = [dict(seed=s, knee_mhz=800.0, slow_at_min=0.9) for s in (1, 2, 3, 4)] + [
     dict(seed=1, knee_mhz=650.0, slow_at_min=0.9), dict(seed=1, knee_mhz=950.0, slow_at_min=0.9),
