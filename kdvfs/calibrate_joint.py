@@ -251,7 +251,7 @@ class _Problem:
         return xc, xk
 
     def params(self, xk) -> KernelParams:
-        return KernelParams(self.keys, *(np.exp(xk[:, j]) for j in range(_NK)), "fitted")
+        return _kernel_params(self.keys, xk)
 
     def model(self, xc, xk):
         self.lam = float(xc[_ILAM])
@@ -343,6 +343,12 @@ class _Problem:
         return J
 
 
+def _kernel_params(keys, xk: np.ndarray) -> KernelParams:
+    """Kernel parameters from log values, one row (t0, tc, tm, uc, um) per kernel."""
+    e = np.exp(np.asarray(xk, dtype=float).reshape(len(keys), _NK))
+    return KernelParams(tuple(keys), e[:, 0], e[:, 1], e[:, 2], e[:, 3], e[:, 4], "fitted")
+
+
 def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts: int) -> np.ndarray:
     """Each kernel in turn refitted alone under the joint loss (card and the other kernels fixed): a kernel whose
     joint-fit values sit in a poor local minimum gets other starts (seeded, so the result is deterministic)."""
@@ -362,7 +368,7 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
         base_e[pi] -= pb.rep[i] * E[i]
 
         def resid(z, i=i, pi=pi, base_t=base_t, base_e=base_e):
-            kp = KernelParams((pb.keys[i],), *(np.exp(z[j:j + 1]) for j in range(_NK)), "fitted")
+            kp = _kernel_params((pb.keys[i],), z[None, :])
             ev = evaluate(spec, kp, pb.C, pb.M)
             Ti, Ei = ev.time_s, ev.energy_j
             k = pb.kres_one(i, Ti[0], Ei[0], z)
@@ -381,7 +387,7 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
                 best_c, best_z = r.cost, r.x
         if not np.array_equal(best_z, xk[i]):
             xk[i] = best_z
-            kp = KernelParams((pb.keys[i],), *(np.exp(best_z[j:j + 1]) for j in range(_NK)), "fitted")
+            kp = _kernel_params((pb.keys[i],), best_z[None, :])
             ev = evaluate(spec, kp, pb.C, pb.M)
             T[i], E[i] = ev.time_s[0], ev.energy_j[0]
             PT, PE = pb.sums(T, E)

@@ -188,7 +188,7 @@ def _flatten(sweep: Sweep) -> _Flat:
         actual = all(p.core_actual_mhz for p in ps)
         for p in ps:
             kern.append(k)
-            core.append(float(p.core_actual_mhz) if actual else float(p.core_mhz))
+            core.append(float(p.core_actual_mhz or p.core_mhz) if actual else float(p.core_mhz))
             mem.append(p.mem_mhz)
             t.append(p.time_s)
             pw.append(p.power_w)
@@ -329,6 +329,7 @@ def _solve(base: GpuSpec, fl: _Flat, generic: bool, noise_rel: tuple[float, floa
         ri = np.tile(rows, 5)
         ok = ci >= 0
         if exact:
+            assert J is not None
             J[ri[ok], ci[ok]] = cv[ok]
             for c, d in zip(range(5 * n, nz), dense):
                 J[:, c] = d

@@ -131,14 +131,15 @@ def _time(spec: GpuSpec, t0, tc, tm, fc, fm) -> np.ndarray:
 
 def _power(spec: GpuSpec, tc, tm, uc, um, fc, fm, t, extra, auto_mem=None) -> np.ndarray:
     idle = spec.idle_power_w - spec.mem_power_w[-1] + np.interp(fm, spec.mem_clocks_mhz, spec.mem_power_w) + extra
-    traffic = um * tm / t
     if auto_mem is not None and (spec.auto_mem_extra_w or spec.auto_mem_traffic_w):
+        traffic = um * tm / t
         # what the driver's auto memory costs over a locked clock, more the busier the memory is; on the 3080 Ti only
         # once the core runs near its top clocks: with the core locked at 1050 MHz, auto memory and 9501 MHz draw the
         # same (the study)
         idle = idle + np.where(auto_mem, (spec.auto_mem_extra_w + spec.auto_mem_traffic_w * traffic)
                                * spec.auto_mem_ramp(fc), 0.0)
-    return idle + spec.core_power_w * uc * spec.core_power_shape(fc) + spec.mem_traffic_power_w * traffic
+    # the same order of operations as before the auto-memory term: stored fits are reproduced to the last bit
+    return idle + spec.core_power_w * uc * spec.core_power_shape(fc) + spec.mem_traffic_power_w * um * tm / t
 
 
 def evaluate(spec: GpuSpec, params: KernelParams, core_mhz, mem_mhz, *, kernel_index=None, cap_w: float | None = None,
@@ -184,25 +185,13 @@ def evaluate(spec: GpuSpec, params: KernelParams, core_mhz, mem_mhz, *, kernel_i
         lo = np.full(idx[0].shape, float(spec.core_clocks_mhz[0]))
         hi = fc[idx].astype(float)
         a = (t0[idx], tc[idx], tm[idx], uc[idx], um[idx], fm[idx], extra[idx], auto_mem[idx])
-        def over_cap(f):
-            return _power(spec, a[1], a[2], a[3], a[4], f, a[5], _time(spec, a[0], a[1], a[2], f, a[5]), a[6],
-                          a[7]) - cap
-
-        for _ in range(16):  # bisection (power rises monotonically with the core clock) to a bracket of < 0.1 MHz …
+        for _ in range(40):  # bisection: power rises monotonically with the core clock
             mid = 0.5 * (lo + hi)
-            ok = over_cap(mid) <= 0
+            tt = _time(spec, a[0], a[1], a[2], mid, a[5])
+            ok = _power(spec, a[1], a[2], a[3], a[4], mid, a[5], tt, a[6], a[7]) <= cap
             lo = np.where(ok, mid, lo)
             hi = np.where(ok, hi, mid)
-        # … then regula falsi inside it: power is smooth there, so the root is found to rounding, and the effective
-        # clock is a smooth function of the parameters (what a fit's finite differences need)
-        glo, ghi = over_cap(lo), over_cap(hi)
-        for _ in range(2):
-            f = np.clip(lo - glo * (hi - lo) / np.where(ghi > glo, ghi - glo, 1.0), lo, hi)
-            g = over_cap(f)
-            ok = g <= 0
-            lo, glo = np.where(ok, f, lo), np.where(ok, g, glo)
-            hi, ghi = np.where(ok, hi, f), np.where(ok, ghi, g)
-        f = np.clip(lo - glo * (hi - lo) / np.where(ghi > glo, ghi - glo, 1.0), lo, hi)
+        f = lo
         if binned:
             bins = np.asarray(spec.core_clocks_mhz, dtype=float)
             f = bins[np.clip(np.searchsorted(bins, f, side="right") - 1, 0, len(bins) - 1)]

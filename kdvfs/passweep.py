@@ -101,16 +101,16 @@ def read_pass_sweep(path: str | Path, spec: GpuSpec | None = None) -> PassSweep:
             raise InputError(f"{where}: setting {_fmt(c)}/{_fmt(m)} MHz is not one of the study's 66 settings "
                              f"(core {', '.join(map(_fmt, STUDY_CORES))} × memory {', '.join(map(_fmt, STUDY_MEMS))})")
         try:
-            t, e = float(r["time_change_pct"]), float(r["energy_change_pct"])
+            t_pct, e_pct = float(r["time_change_pct"]), float(r["energy_change_pct"])
         except (TypeError, ValueError):
-            t = e = float("nan")
-        if not (math.isfinite(t) and math.isfinite(e)) or t <= -100 or e <= -100:
+            t_pct = e_pct = float("nan")
+        if not (math.isfinite(t_pct) and math.isfinite(e_pct)) or t_pct <= -100 or e_pct <= -100:
             raise InputError(f"{where}: time/energy change {r['time_change_pct']!r}/{r['energy_change_pct']!r} must be "
                              "finite percentages above -100; fix or restore that row")
         k, i = PASSES.index(p), idx[(c, m)]
         if not np.isnan(dt[k, i]):
             raise InputError(f"{where}: {p} at {_fmt(c)}/{_fmt(m)} MHz appears twice; keep one row per pass and setting")
-        dt[k, i], de[k, i] = t, e
+        dt[k, i], de[k, i] = t_pct, e_pct
     miss = np.argwhere(np.isnan(dt))
     if len(miss):
         k, i = miss[0]
