@@ -310,20 +310,20 @@ _V100 = ("assumption for Ampere: a public V100 benchmark of nvmlDeviceSetGpuLock
 _AMPERE_SWITCH = SwitchModel(host_call_s=4.5e-3, transition_s=20e-3, spread=0.25, source=_V100)
 _HOPPER_SWITCH = SwitchModel(host_call_s=1.5e-3, transition_s=4.5e-3, spread=0.25, source=_VELICKA)
 
-# The RTX 3080 Ti constants marked _FIT come from `kdvfs profile calibrate spaan2026` (kdvfs/calibrate_joint.py; it
-# prints them again, and says whether this preset still holds them). Full precision: the bundled profile is built from
-# exactly these values.
-RTX3080TI = GpuSpec(
+# The RTX 3080 Ti constants marked _FIT below are the values of the bundled calibration when this file was written; the
+# preset ``rtx3080ti`` reads them from that calibration (``_rtx3080ti_fitted``: traces/gpt3xl-llmc-rtx3080ti
+# .calibration.json, written by `kdvfs profile calibrate spaan2026`), so the catalog and the profile are one fit.
+RTX3080TI_WRITTEN = GpuSpec(
     name="rtx3080ti", full_name="NVIDIA GeForce RTX 3080 Ti", arch="Ampere (GA102)",
     core_clocks_mhz=_clocks(210, 2100), mem_clocks_mhz=(405, 810, 5001, 9251, 9501),
     mem_max_core_mhz=((405, 420),), quirk_core_clamp_mhz=((405, 420),), quirk_mem_fallback_mhz=(),
-    boost_core_mhz=1900.239118518317, power_limit_w=350.0, cap_w=342.00000009558187, idle_power_w=77.0541401103324,
-    v_min=0.6953091856932148, v_max=1.0, vf_knee_mhz=1679.9999979928782,
+    boost_core_mhz=1900.0000125480813, power_limit_w=350.0, cap_w=342.0000011533213, idle_power_w=76.76889573353365,
+    v_min=0.6914004106727106, v_max=1.0, vf_knee_mhz=1679.999998449538,
     # 912 GB/s at 9501 (384-bit × 19 Gbps), ∝ clock for 5001/9251; 405/810 run in a low-power mode, fitted
-    mem_bandwidth_gbs=(30.257083808230135, 170.2840576875204, 480.0, 888.0, 912.0),
+    mem_bandwidth_gbs=(30.43112486412522, 176.39990282293562, 480.0, 888.0, 912.0),
     core_power_w=215.0,
-    mem_power_w=(0.04236916503809486, 1.4767389844185963, 9.773211373664418, 36.38215782444134, 61.41725582962141),
-    auto_mem_extra_w=7.548428050783299, mem_traffic_power_w=45.0, smooth_p=15.116322984833655,
+    mem_power_w=(0.05900760002584511, 1.286993322153781, 9.744899492081986, 36.87232956917443, 61.092442133831796),
+    auto_mem_extra_w=7.475289734612889, mem_traffic_power_w=45.0, smooth_p=16.279957101401273,
     peak_tflops=34.1, switch=_AMPERE_SWITCH,
     sources=(("core_clocks_mhz", _HF), ("mem_clocks_mhz", _HF), ("mem_max_core_mhz", _HF), ("power_limit_w", _HF),
              ("mem_bandwidth_gbs", _HF + "; 405/810 MHz values " + _FIT), ("boost_core_mhz", _FIT), ("cap_w", _FIT),
@@ -430,6 +430,32 @@ B200 = GpuSpec(
 )
 
 # A hypothetical card with integrated voltage regulators: the RTX 3080 Ti's clocks and power, ns-scale switching.
+RTX3080TI_CALIBRATION_FILE = "gpt3xl-llmc-rtx3080ti.calibration.json"
+"""The bundled calibration the rtx3080ti preset reads its fitted constants from (its ``card`` entry)."""
+
+_RTX_FIT_FIELDS = ("boost_core_mhz", "cap_w", "idle_power_w", "v_min", "v_max", "vf_knee_mhz", "mem_power_w",
+                   "auto_mem_extra_w", "mem_bandwidth_gbs", "core_power_w", "mem_traffic_power_w", "smooth_p")
+
+
+def _rtx3080ti_fitted(base: GpuSpec) -> GpuSpec:
+    """``base`` with the card constants of the bundled calibration, or ``base`` alone (logged) where it is missing."""
+    import json
+    import logging
+
+    from kdvfs.bundled import bundled_dir
+
+    path = bundled_dir() / RTX3080TI_CALIBRATION_FILE
+    if not path.exists():
+        logging.getLogger(__name__).warning("%s is missing: the rtx3080ti preset uses the constants written in gpus.py",
+                                            path)
+        return base
+    card = json.loads(path.read_text())["card"]
+    return replace(base, **{k: (tuple(float(x) for x in card[k]) if isinstance(card[k], list) else float(card[k]))
+                            for k in _RTX_FIT_FIELDS})
+
+
+RTX3080TI = _rtx3080ti_fitted(RTX3080TI_WRITTEN)
+
 IVR = replace(
     RTX3080TI, name="ivr", full_name="hypothetical RTX 3080 Ti with integrated voltage regulators", arch="hypothetical",
     switch=SwitchModel(host_call_s=0.0, transition_s=100e-9, spread=0.0,

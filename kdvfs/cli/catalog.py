@@ -157,8 +157,10 @@ def cmd_profile_calibrate(a) -> int:
     if rep["written"]:
         c.print("wrote " + ", ".join(rep["written"]))
     if not rep["preset_matches"]:
-        c.print("[yellow]the rtx3080ti preset in kdvfs/gpus.py does not hold these card constants; paste them there so "
-                "that the catalog and the profile agree:[/yellow]\n" + rep["preset_source"])
+        c.print("these card constants differ from the rtx3080ti preset now in use; the preset reads the bundled "
+                "calibration (traces/gpt3xl-llmc-rtx3080ti.calibration.json) when kdvfs starts"
+                + (", so the next command uses them" if rep["written"] and out_dir == bundled_dir() else
+                   "; to make them the preset's, run without --out"))
     return 0
 
 
