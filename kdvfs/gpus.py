@@ -8,6 +8,7 @@ to published measurements say which script fitted them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -450,8 +451,9 @@ def _rtx3080ti_fitted(base: GpuSpec) -> GpuSpec:
                                             path)
         return base
     card = json.loads(path.read_text())["card"]
-    return replace(base, **{k: (tuple(float(x) for x in card[k]) if isinstance(card[k], list) else float(card[k]))
-                            for k in _RTX_FIT_FIELDS})
+    fitted: dict[str, Any] = {k: (tuple(float(x) for x in card[k]) if isinstance(card[k], list) else float(card[k]))
+                              for k in _RTX_FIT_FIELDS}
+    return replace(base, **fitted)
 
 
 RTX3080TI = _rtx3080ti_fitted(RTX3080TI_WRITTEN)
