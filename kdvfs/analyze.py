@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kdvfs.gpus import GpuSpec, SwitchModel
 from kdvfs.optimize import Problem, evaluate_with_switching, optimize, switch_aware
 from kdvfs.profile import Profile, build_profile
@@ -69,8 +71,10 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
 
     rows: list[dict[str, Any]] = []
     schedules: dict[str, Schedule] = {}
+    low_share = 0.0
     for sl in slacks:
         ideal = optimize(pb, "waste", sl, "kernel", "global")
+        low_share = max(low_share, _low_clock_share(pb, ideal, spec))
         p = ideal.predicted
         assert p is not None  # the optimisers always predict
         rows.append(_row(IDEAL, sl, None, p.time_change_pct, p.energy_change_pct, ideal.switches))
@@ -105,10 +109,21 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
         "switch_model": {"latency_s": sw.total_s, "host_call_s": sw.host_call_s, "transition_s": sw.transition_s,
                          "source": sw.source},
         "mechanism": mechanism, "slacks_pct": list(slacks), "rows": rows,
+        "low_clock_time_share": low_share,
         "note": f"'{IDEAL}' rows assume a clock switch costs nothing; the others pay the card's switch latency "
                 f"({1e3 * sw.total_s:.3g} ms) as kdvfs.switching (the simulator's fast path) models it.",
     }
     return doc, schedules
+
+
+def _low_clock_share(pb: Problem, sched: Schedule, spec: GpuSpec) -> float:
+    """Share of the iteration's auto time that ``sched`` runs below half the card's boost clock."""
+    s = pb.instance_setting_index(sched)
+    inst = pb.trace.instances()
+    core = np.array([c for c, _ in pb.profile.settings])[s]
+    low = (core != 0) & (core < 0.5 * spec.boost_core_mhz)
+    t = pb.T[inst, pb.auto]
+    return float(t[low].sum() / t.sum()) if t.sum() > 0 else 0.0
 
 
 def write_report(doc: dict[str, Any], schedules: dict[str, Schedule], out: str | Path) -> dict[str, Path]:
@@ -182,6 +197,12 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
     if kept:
         lines.append("Energy per iteration, what per-kernel clocks would give against what survives this card's switch "
                      "latency when switching where a training-loop runtime can: " + "; ".join(kept) + ".")
+    if doc.get("profile") == "model" and doc.get("low_clock_time_share", 0.0) > 0.05:
+        lines += ["", f"Caution: the free-switching schedules run {100 * doc['low_clock_time_share']:.0f} % of the "
+                  "iteration's time below half the boost clock. The model there is an extrapolation: a card fitted to "
+                  "observe-only data (the H200) never ran a kernel at such a clock, and a kernel whose time the model "
+                  "finds independent of the core clock is sent to the lowest one. Measure a few of those kernels "
+                  "(`kdvfs sweep`) before trusting that part of the saving."]
     lines += ["", "Time and energy are relative to the driver's own clocks (auto), per iteration, from the profile. "
               f"'{IDEAL}' assumes a switch costs nothing. 'naive' pays every switch of that schedule; the naive rows "
               "of the other mechanisms are in analysis.json.", ""]

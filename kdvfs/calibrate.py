@@ -1,7 +1,8 @@
 """Calibration of the RTX 3080 Ti model to the study's published per-kernel table alone (Spaan et al. 2026).
 
-The bundled profile now comes from ``kdvfs.calibrate_joint`` (the table and the pass-level sweep together); this module
-keeps the table reader, the per-kernel report both use, and the table-only fit it replaced (for comparison).
+This is the table method of ``kdvfs profile calibrate spaan2026`` and the bundled fit (``kdvfs.calibrate_joint.
+calibrate_table`` calls it); the joint method (table and pass-level sweep together) is ``kdvfs.calibrate_joint``, which
+uses the table reader and the per-kernel report of this module too.
 
 Fit targets per kernel (and nothing aggregate — the optimiser results of Table 2 are the check, not the fit):
 time and energy at (auto, auto); time and energy change at the published best setting; minimum and maximum time and

@@ -201,11 +201,17 @@ def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSp
 
 
 def check_table(rows: list[dict], spec: GpuSpec, trace) -> None:
-    """Refuse a per-kernel table with NaN, non-positive values, clocks the card lacks, or kernels the trace lacks."""
+    """Refuse a per-kernel table with NaN, non-positive values, extremes that do not bracket auto, clocks the card
+    lacks, or kernels that are not the trace's (in order, by name and repeat count)."""
     if len(rows) != len(trace.kernel_keys):
         raise InputError(f"kernel table has {len(rows)} kernels, trace {trace.name!r} has {len(trace.kernel_keys)}; "
                          "give the table the trace was built from")
-    for r in rows:
+    for i, (r, k) in enumerate(zip(rows, trace.kernels)):
+        name = k.name.split(":", 1)[-1]
+        if r["id"] != i or r["name"] != name or r["repeat"] != int(trace.repeats[i]):
+            raise InputError(f"kernel table: row {i} is kernel {r['id']} ({r['name']}, repeat {r['repeat']}) but the "
+                             f"trace's kernel {i} is {name} (repeat {int(trace.repeats[i])}); give the table the trace "
+                             "was built from, one row per kernel_id in order")
         for k in ("t_auto", "e_auto", "t_min", "t_max", "e_min", "e_max"):
             if not np.isfinite(r[k]) or r[k] <= 0:
                 raise InputError(f"kernel table: kernel {r['id']} ({r['name']}) has {k} = {r[k]!r}; times and energies "
@@ -219,6 +225,11 @@ def check_table(rows: list[dict], spec: GpuSpec, trace) -> None:
                              f"has ({spec.describe_clocks()}); fix that row")
         if (c, m) not in study_settings():
             raise InputError(f"kernel table: kernel {r['id']} best setting {c}/{m} MHz is not one of the study's 66")
+    for r in rows:  # after the finite checks above
+        for lo, mid, hi in (("t_min", "t_auto", "t_max"), ("e_min", "e_auto", "e_max")):
+            if np.isfinite(r[lo]) and np.isfinite(r[hi]) and not r[lo] <= r[mid] <= r[hi]:
+                raise InputError(f"kernel table: kernel {r['id']} ({r['name']}) has {lo} {r[lo]:g}, {mid} {r[mid]:g}, "
+                                 f"{hi} {r[hi]:g}; the extremes must bracket the auto value — fix that row")
 
 
 def _hinge(e, tol):
@@ -415,7 +426,13 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
     if options.start:
         import json
 
-        st = json.loads(Path(options.start).read_text())
+        try:
+            st = json.loads(Path(options.start).read_text())
+            st["card_vector"], st["params"]  # noqa: B018 — both needed
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"--fit-option start={options.start}: cannot use it as a start ({type(e).__name__}: {e}); "
+                             "give a calibration JSON with card_vector and params (written by --method joint --out)"
+                             ) from None
         xc_s = np.array([st["card_vector"].get(c[0], c[3]) for c in CARD_PARAMS])
         xk_s = np.log(np.array([[p["t0_s"], p["tc_s"], p["tm_s"], p["uc"], p["um"]] for p in st["params"]]))
         x0 = np.concatenate([np.clip((xc_s - _LO) / (_HI - _LO), 0, 1), xk_s.ravel()])

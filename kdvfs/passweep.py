@@ -93,10 +93,10 @@ def read_pass_sweep(path: str | Path, spec: GpuSpec | None = None) -> PassSweep:
         if spec is not None:
             if c != AUTO and c not in spec.core_clocks_mhz:
                 raise InputError(f"{where}: core clock {c} MHz is not one {spec.name} has ({spec.describe_clocks()}); "
-                                 "fix the clock or pick the card the sweep was measured on")
+                                 "fix the clock: the sweep must be the RTX 3080 Ti's (the study's card)")
             if m != AUTO and m not in spec.mem_clocks_mhz:
                 raise InputError(f"{where}: memory clock {m} MHz is not one {spec.name} has ({spec.describe_clocks()}); "
-                                 "fix the clock or pick the card the sweep was measured on")
+                                 "fix the clock: the sweep must be the RTX 3080 Ti's (the study's card)")
         if (c, m) not in idx:
             raise InputError(f"{where}: setting {_fmt(c)}/{_fmt(m)} MHz is not one of the study's 66 settings "
                              f"(core {', '.join(map(_fmt, STUDY_CORES))} × memory {', '.join(map(_fmt, STUDY_MEMS))})")
@@ -174,6 +174,29 @@ def restrict_settings(profile, which: str = "all"):
         return profile
     have = set(profile.settings)
     missing = [s for s in study_settings() if s not in have]
+    if missing and profile.gpu:
+        # a request the card runs as another setting (the 3080 Ti's (405 MHz, core > 420) runs as (420, 405)) takes
+        # that setting's row: a profile built from the model leaves such requests out of the card's grid
+        from kdvfs.gpus import PRESETS, get_gpu
+
+        if profile.gpu.lower() in PRESETS:
+            spec = get_gpu(profile.gpu)
+            alias = {}
+            for c, m in missing:
+                if m in dict(spec.quirk_core_clamp_mhz):
+                    run = (min(c if c != AUTO else 10 ** 9, dict(spec.quirk_core_clamp_mhz)[m]), m)
+                    if run in have:
+                        alias[(c, m)] = run
+            if alias:
+                idx = [profile.setting_index(*alias.get(st, st)) for st in study_settings() if st in have or st in alias]
+                from kdvfs.profile import Profile
+
+                sts = [st for st in study_settings() if st in have or st in alias]
+                profile = Profile(profile.keys, tuple(sts), profile.time_s[:, idx], profile.power_w[:, idx],
+                                  profile.source[:, idx], profile.gpu, profile.trace, profile.trace_sha,
+                                  None if profile.eff_core_mhz is None else profile.eff_core_mhz[:, idx])
+                have = set(profile.settings)
+                missing = [st for st in study_settings() if st not in have]
     if missing:
         c, m = missing[0]
         raise InputError(

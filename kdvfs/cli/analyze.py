@@ -109,7 +109,7 @@ def register(sub, j) -> None:
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
                     help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
                          "thread, as the runtime does)")
-    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds (default: the card's)")
+    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--step", choices=["last", "all"], default="last",
                     help="with ProfilerStep annotations: the last step, or all steps averaged")
     sp.add_argument("--no-kernel-switch-aware", action="store_true",

@@ -102,6 +102,7 @@ def cmd_profile_crossval(a) -> int:
 
 def cmd_profile_calibrate(a) -> int:
     import sys
+    from pathlib import Path
 
     from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
     from kdvfs.cli.common import progress
@@ -118,6 +119,11 @@ def cmd_profile_calibrate(a) -> int:
         raise InputError("--method joint does not replace the bundled profile (its held-out checks fail: "
                          "validation/rtx3080ti-calibration/README.md); give --out DIR or --check")
     out_dir = None if a.check else (a.out or bundled_dir())
+    if a.fit_option and a.method == "table":
+        raise InputError("--fit-option sets the joint method's weights; the table method has none: add --method joint "
+                         "or drop --fit-option")
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError(f"--out {str(out_dir)!r} is a file; give a folder for the profile and calibration JSON")
     opts = JointOptions(loss_pass=a.loss_pass, method=a.method, **_fit_options(a.fit_option or []))
     err = make_console(sys.stderr)
     if a.method == "table":
@@ -167,11 +173,15 @@ def cmd_profile_calibrate(a) -> int:
 def _fit_options(items: list[str]) -> dict:
     """``--fit-option NAME=VALUE`` pairs as ``JointOptions`` fields (the joint method's weights and stages)."""
     import dataclasses
+    import math
 
     from kdvfs.calibrate_joint import JointOptions
     from kdvfs.errors import InputError
 
     kinds = {f.name: f.type for f in dataclasses.fields(JointOptions) if f.name not in ("method", "loss_pass")}
+    # the rule each number must meet: weights may be 0 (off), tolerances and scales must be positive, iterations ≥ 1
+    positive = {"emin_tol_pct", "time_sigma_floor"}
+    at_least_one = {"max_nfev"}
     out: dict = {}
     for it in items:
         name, eq, val = it.partition("=")
@@ -179,9 +189,15 @@ def _fit_options(items: list[str]) -> dict:
             raise InputError(f"--fit-option {it!r} must be NAME=VALUE with NAME one of {', '.join(sorted(kinds))}")
         kind = str(kinds[name])
         try:
-            out[name] = val if kind == "str" else int(val) if kind == "int" else float(val)
+            v = val if kind == "str" else int(val) if kind == "int" else float(val)
         except ValueError:
             raise InputError(f"--fit-option {it!r}: {name} takes a number ({kind}); e.g. {name}=1") from None
+        if kind != "str":
+            low = 1 if name in at_least_one else 0
+            if not math.isfinite(v) or v < low or (name in positive and v <= 0):
+                rule = "a finite number > 0" if name in positive else f"a finite number ≥ {low}"
+                raise InputError(f"--fit-option {it!r}: {name} must be {rule}; e.g. {name}=1")
+        out[name] = v
     return out
 
 

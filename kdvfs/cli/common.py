@@ -73,6 +73,13 @@ def problem(a):
             return Problem(t, restrict_settings(build_profile(t, spec, default_params(t, spec)),
                                                 getattr(a, "settings", None) or "all"))
         prof = load_profile(path)
+    gpu = getattr(a, "gpu", None)
+    if gpu and prof.gpu:
+        from kdvfs.gpus import get_gpu
+
+        if get_gpu(gpu).name != get_gpu(prof.gpu).name:
+            raise InputError(f"--gpu {gpu} but the profile of trace {t.name!r} is for {prof.gpu}; drop --gpu, or give "
+                             f"--profile with a profile of {gpu} (`kdvfs profile build --trace {a.trace} --gpu {gpu} -o P.csv`)")
     check_profile_clocks(prof)
     return Problem(t, restrict_settings(prof, getattr(a, "settings", None) or "all"))
 
@@ -100,9 +107,20 @@ def check_profile_clocks(prof) -> None:
 def switch_model(a, gpu_name: str | None):
     from kdvfs.gpus import SwitchModel, get_gpu
 
-    if getattr(a, "switch_latency", None) is not None:
-        return SwitchModel.from_latency(a.switch_latency)
     preset = getattr(a, "switch_model", None)
+    if getattr(a, "switch_latency", None) is not None:
+        # split into host call and transition as the card's own preset is (the what-if grid does the same), so a
+        # latency equal to the card's total gives the card's numbers; 25 % host call without a card
+        base = None
+        for nm in (preset, gpu_name):
+            if nm:
+                try:
+                    base = get_gpu(nm).switch
+                    break
+                except InputError:
+                    pass
+        share = base.host_call_s / base.total_s if base is not None and base.total_s > 0 else 0.25
+        return SwitchModel.from_latency(a.switch_latency, share, base.spread if base is not None else 0.0)
     name = preset or gpu_name
     if not name:
         raise InputError("give --gpu, --switch-model PRESET or --switch-latency SECONDS")

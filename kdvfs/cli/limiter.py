@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -188,6 +189,9 @@ def cmd_validate_steps(a) -> int:
         alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
     if idle_plant is not None and gap_fit is not None:
         alt["idle_plant"] = float(idle_plant)
+    if a.gap_power is not None and not (math.isfinite(a.gap_power) and a.gap_power > 0):
+        raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts (the GPU idle between steps); "
+                         "e.g. --gap-power 117, or leave it out to use the measured value")
     gap_w = a.gap_power if a.gap_power is not None else (gap_fit if gap_fit is not None else idle_plant)
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
     if a.output:

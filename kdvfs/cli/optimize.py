@@ -268,7 +268,7 @@ def register(sub, j) -> None:
     sp.add_argument("--switch-aware", action="store_true", help="plan switch points under a switch-latency model")
     sp.add_argument("--gpu")
     sp.add_argument("--switch-model", help="borrow a preset's switch model")
-    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds")
+    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     sp.add_argument("-o", "--output")
     sp.add_argument("--limiter", choices=["auto", "on", "off"], default="off",
@@ -306,7 +306,7 @@ def register(sub, j) -> None:
     sp = j(opt_common(sub.add_parser("compare", help="auto, pass-level, kernel ideal/naive and switch-aware under one switch model")))
     sp.add_argument("--gpu")
     sp.add_argument("--switch-model")
-    sp.add_argument("--switch-latency", type=float)
+    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
     add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_compare)

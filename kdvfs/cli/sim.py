@@ -175,7 +175,7 @@ def cmd_whatif(a) -> int:
     from simulator.whatif import default_latencies, grid
 
     trace_ref = a.trace
-    profile_ref = a.profile or a.trace
+    profile_ref = a.profile or _default_profile_ref(a)
     # the card the profile belongs to: --gpu, else the profile's own header (never a silent default)
     card = a.gpu or profile_gpu(profile_ref)
     if not card:
@@ -225,6 +225,30 @@ def cmd_whatif(a) -> int:
     if len(rows) > 200:
         c.print(f"… {len(rows) - 200} more rows in the CSV")
     return 0
+
+
+def _default_profile_ref(a) -> str:
+    """The trace's bundled profile, else (with ``--gpu``) one built from the kernel model into a temporary file (the
+    what-if's workers read profiles by path)."""
+    import tempfile
+
+    from kdvfs.bundled import default_profile_path
+    from kdvfs.cli.common import load_trace
+
+    t = load_trace(a.trace)
+    try:
+        return str(default_profile_path(t))
+    except InputError:
+        if not a.gpu:
+            raise InputError(f"trace {t.name!r} has no bundled profile: give --gpu NAME to build one from the kernel model, "
+                             f"or --profile P.csv (`kdvfs profile build --trace {a.trace} --gpu GPU -o P.csv`)") from None
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import default_params
+    from kdvfs.profile import build_profile, save_profile
+
+    spec = get_gpu(a.gpu)
+    path = Path(tempfile.mkdtemp(prefix="kdvfs-whatif-")) / f"{t.name}.{spec.name}.profile.csv.gz"
+    return str(save_profile(build_profile(t, spec, default_params(t, spec)), path))
 
 
 def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
@@ -303,7 +327,7 @@ def register(sub, j) -> None:
     sp.add_argument("--schedule", required=True)
     sp.add_argument("--gpu", help="the card (default: the one the profile's header names)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="sync")
-    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds (overrides the preset)")
+    sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--switch-model", help="borrow another preset's switch model")
     sp.add_argument("--spread", type=float, help="relative spread of switch latencies (engine)")
     sp.add_argument("--seed", type=int, default=0)

@@ -42,6 +42,10 @@ def _card_costs(pb: Problem) -> SwitchCosts:
     return SwitchCosts.for_gpu(get_gpu(pb.profile.gpu))
 
 
+_COARSE_SLACK_STEPS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+"""How much less slack (points) a coarse schedule is planned with, to leave room for the switches it pays for."""
+
+
 def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanism: str = "sync",
                         slack_pct: float = 0.0, costs: SwitchCosts | None = None) -> Schedule:
     """The least-energy ``granularity``-level (static or pass) schedule whose time, its switches paid for under ``sw``,
@@ -56,7 +60,7 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     budget = pb.budget(slack_pct)
     lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
     best: tuple[float, float, Schedule] | None = None
-    for gran, d in [(granularity, d) for d in (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)] + [("static", 0.0)]:
+    for gran, d in [(granularity, d) for d in _COARSE_SLACK_STEPS] + [("static", 0.0)]:
         if slack_pct - d < lo_slack:
             continue
         s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
@@ -290,6 +294,12 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
                      f"switch-aware (naive schedule at {slack_pct - d:+g} %)")
     for gran in ("static", "pass"):  # coarse schedules switch rarely: they bound what grouping must beat
         consider(_waste_setting_index(pb, slack_pct, gran), f"switch-aware ({gran} schedule)")
+        # … also planned with less slack, leaving room for their switches: the same tries as the pass-level policy
+        # (``coarse_switch_aware``), so switch-aware is never worse than it under the same switch model
+        for d in _COARSE_SLACK_STEPS:
+            if d > 0 and slack_pct - d >= lo_slack:
+                s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
+                consider(pb.instance_setting_index(s), f"switch-aware ({gran} schedule at {slack_pct - d:+g} %)")
     lo, hi = 0.0, None
     lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
     if mechanism == "predictive":
