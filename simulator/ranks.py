@@ -85,7 +85,7 @@ def build_graph(mt: MultiTrace) -> nx.DiGraph:
         ks = _inst(mt, r)
         tm = mt.timing[r]
         st = tm.start_s
-        dur = np.array([k.time_s for k in ks])
+        dur = mt.durations_s(r)
         end = st + dur
         ci = 0
         last_on: dict[int, int] = {}

@@ -27,6 +27,27 @@ def test_import_two_ranks_any_order(tmp_path):
     assert back.world_size == 2 and (back.timing[1].start_s == mt.timing[1].start_s).all()
 
 
+def test_import_keeps_each_instance_recorded_duration(tmp_path):
+    """A repeated layer is folded into one segment of mean kernel times; the multi-rank import still keeps every
+    instance's own recorded start and duration (the GPT-2 DDP recording failed to import before this)."""
+    import numpy as np
+
+    p = write_ranks(tmp_path, layers=True)
+    mt = import_ranks(p)
+    t = mt.ranks[0]
+    fwd = [i for i, k in enumerate(t.kernels[j] for j in t.instances()) if k.name.endswith("_fwd")]
+    assert len(fwd) == 6
+    means = {t.kernels[t.instances()[i]].time_s for i in fwd}
+    assert len(means) == 1  # the trace holds the mean
+    d = mt.durations_s(0)[fwd]
+    np.testing.assert_allclose(d, 400e-6 * (1 + 0.1 * np.arange(6)))  # the recording holds each one's own
+    back = load_multitrace(save_multitrace(mt, tmp_path / "m.json.gz"))
+    np.testing.assert_array_equal(back.durations_s(1), mt.durations_s(1))
+    r = replay_ranks(mt, get_gpu("h200"))
+    for i in range(2):
+        assert r.per_gpu_time_s[i] == pytest.approx(mt.summary()["ranks"][i]["span_s"], rel=0.05)
+
+
 def test_bad_rank_sets(tmp_path):
     p = write_ranks(tmp_path, world=3)
     with pytest.raises(InputError, match=r"rank\(s\) \[2\] is missing"):
