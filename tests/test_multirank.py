@@ -94,6 +94,26 @@ def test_graph_and_replay_reproduce_recording(tmp_path):
     assert r2.time_s > r.time_s * 1.2
 
 
+def test_replay_power_cap_and_collective_wait(tmp_path):
+    """Concurrent kernels never draw above the card's cap; a collective's wait can be charged at its own power."""
+    import numpy as np
+
+    mt = import_ranks(write_ranks(tmp_path))
+    spec = get_gpu("h200")
+    g = build_graph(mt)
+    free = replay_ranks(mt, spec, graph=g, cap_w=np.inf)
+    capped = replay_ranks(mt, spec, graph=g)
+    assert all(c <= f + 1e-9 for c, f in zip(capped.per_gpu_energy_j, free.per_gpu_energy_j))
+    low = replay_ranks(mt, spec, graph=g, cap_w=spec.idle_power_w + 1.0)
+    assert all(e <= (spec.idle_power_w + 1.0) * low.time_s + 1e-9 for e in low.per_gpu_energy_j)
+    # rank 0 (faster) waits at each collective for rank 1: only its energy drops when the wait is charged at idle
+    w = replay_ranks(mt, spec, graph=g, cap_w=np.inf, wait_power_w=spec.idle_power_w)
+    assert w.per_gpu_energy_j[0] < free.per_gpu_energy_j[0] - 1e-6
+    assert w.per_gpu_energy_j[1] == pytest.approx(free.per_gpu_energy_j[1])
+    assert w.collective_time_s == pytest.approx(free.collective_time_s)  # the split changes power, not time
+    assert w.exposed_collective_s == pytest.approx(free.exposed_collective_s)
+
+
 def test_cli_import_and_simulate_ranks(tmp_path, capsys):
     p = write_ranks(tmp_path)
     out = tmp_path / "m.json.gz"
