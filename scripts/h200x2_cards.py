@@ -26,12 +26,13 @@ def _mean(xs):
 
 
 def cards(runs: list[Path], gpu: str = "h200") -> dict:
-    from scripts.h200x2_compare import compare
+    from scripts.h200x2_compare import compare, measured_collective_powers
 
     rows = []
     for run in runs:
         meas = json.loads((run / "measurements.json").read_text())
         comp = compare(run, gpu)
+        comp_m = compare(run, gpu, measured_collectives=True) if measured_collective_powers(meas) else None
         for m in sorted(meas["ranks"], key=lambda x: x["rank"]):
             r = m["rank"]
             c = comp["ranks"][r]
@@ -50,6 +51,9 @@ def cards(runs: list[Path], gpu: str = "h200") -> dict:
                    "simulated_step_energy_j": c["simulated_step_energy_j"],
                    "energy_error_pct": c["energy_error_pct"], "time_error_pct": c["time_error_pct"],
                    "trace_collective_s": c["trace_collective_share"] * c["simulated_step_time_s"]}
+            if comp_m:
+                row["simulated_measured_collectives_step_energy_j"] = comp_m["ranks"][r]["simulated_step_energy_j"]
+                row["measured_collectives_energy_error_pct"] = comp_m["ranks"][r]["energy_error_pct"]
             for k in ("idle", "coll_transfer", "coll_wait"):
                 if k in m:
                     row[f"{k}_power_w"] = m[k]["mean_power_w"]
@@ -80,7 +84,10 @@ def main() -> int:
         print(f"{x['run']} rank {x['rank']} on {x['card']}: DDP {x['step_energy_j']:.2f} J/step "
               f"({x['power_w']:.0f} W, SM {x['sm_mhz']:.0f} MHz, min {x['min_sm_mhz']}, {x['max_temp_c']} °C), "
               f"sync off {x['no_sync_step_energy_j']:.2f} J; simulated {x['simulated_step_energy_j']:.2f} J "
-              f"({x['energy_error_pct']:+.2f} %){extra}")
+              f"({x['energy_error_pct']:+.2f} %)"
+              + (f", with the measured collective powers {x['simulated_measured_collectives_step_energy_j']:.2f} J "
+                 f"({x['measured_collectives_energy_error_pct']:+.2f} %)" if "measured_collectives_energy_error_pct" in x
+                 else "") + extra)
     if a.output:
         Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     return 0

@@ -22,12 +22,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def compare(folder: Path, gpu: str = "h200") -> dict:
+def measured_collective_powers(meas: dict) -> dict | None:
+    """The collective alone, measured in the same run (``--extra``): its power while transferring (mean over the
+    ranks) and rank 0's while mostly waiting, or None."""
+    rs = meas["ranks"]
+    if not all("coll_transfer" in r and "coll_wait" in r for r in rs):
+        return None
+    r0 = next(r for r in rs if r["rank"] == 0)
+    return {"transfer_power_w": sum(r["coll_transfer"]["mean_power_w"] for r in rs) / len(rs),
+            "wait_power_w": r0["coll_wait"]["mean_power_w"]}
+
+
+def compare(folder: Path, gpu: str = "h200", measured_collectives: bool = False) -> dict:
+    """Measured against simulated. ``measured_collectives``: charge the NCCL kernels at the collective-alone powers
+    measured in the same run (transfer; waiting) instead of the kernel model's collective category."""
     import numpy as np
 
     from kdvfs.gpus import get_gpu
     from kdvfs.multirank import import_ranks, save_multitrace
-    from simulator.ranks import build_graph, replay_ranks
+    from simulator.ranks import build_graph, rank_powers, replay_ranks
 
     meas = json.loads((folder / "measurements.json").read_text())
     files = sorted(folder.glob("rank*.kineto.json.gz"))
@@ -35,7 +48,15 @@ def compare(folder: Path, gpu: str = "h200") -> dict:
     save_multitrace(mt, folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
     g = build_graph(mt)
-    sim = replay_ranks(mt, spec, graph=g)
+    coll = measured_collective_powers(meas) if measured_collectives else None
+    if measured_collectives and coll is None:
+        raise SystemExit(f"{folder}: no collective-alone windows (run h200x2_ddp.py with --extra)")
+    powers = rank_powers(mt, spec)
+    if coll:
+        for r, t in enumerate(mt.ranks):
+            is_c = np.array([t.kernels[i].category == "collective" for i in t.instances()])
+            powers[r] = np.where(is_c, coll["transfer_power_w"], powers[r])
+    sim = replay_ranks(mt, spec, graph=g, powers=powers, wait_power_w=coll["wait_power_w"] if coll else None)
     summ = mt.summary()
     rows = []
     for r, m in enumerate(sorted(meas["ranks"], key=lambda x: x["rank"])):
@@ -61,12 +82,15 @@ def compare(folder: Path, gpu: str = "h200") -> dict:
             "measured_communication_cost_share": 1 - ns["step_time_s"] / t_meas,
             "collectives": summ["ranks"][r]["collectives"],
         })
-    doc = {"gpu": gpu, "graph_edges": sim.edges, "model": meas.get("model"), "torch": meas.get("torch"),
+    doc = {"gpu": gpu, "graph_edges": sim.edges, "collective_powers": coll or "kernel model (collective category)",
+           "power_cap_w": spec.cap_w, "model": meas.get("model"), "torch": meas.get("torch"),
            "nccl": meas.get("nccl"), "ranks": rows,
            "targets": {"time_within_5pct": all(abs(x["time_error_pct"]) <= 5 for x in rows),
                        "energy_within_5pct": all(abs(x["energy_error_pct"]) <= 5 for x in rows)},
            "command": "python scripts/h200x2_compare.py " + str(folder)}
-    (folder / "comparison.json").write_text(json.dumps(doc, indent=1) + "\n")
+    name = "comparison_measured_collectives.json" if measured_collectives else "comparison.json"
+    doc["command"] += " --measured-collectives" if measured_collectives else ""
+    (folder / name).write_text(json.dumps(doc, indent=1) + "\n")
     return doc
 
 
@@ -74,8 +98,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder")
     ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--measured-collectives", action="store_true",
+                    help="NCCL kernels at the collective-alone powers measured in the same run (--extra windows)")
     a = ap.parse_args()
-    doc = compare(Path(a.folder), a.gpu)
+    doc = compare(Path(a.folder), a.gpu, a.measured_collectives)
     for r in doc["ranks"]:
         print(f"rank {r['rank']}: step {1e3 * r['measured_step_time_s']:.2f} ms measured, "
               f"{1e3 * r['simulated_step_time_s']:.2f} ms simulated ({r['time_error_pct']:+.2f} %); "
