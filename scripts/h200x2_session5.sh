@@ -5,15 +5,15 @@
 #
 # WHEEL_DIR holds the Ray wheel repacked for a headless worker (scripts/repack_ray_wheel.py) and the packages the
 # device lacks (jsonschema, referencing, rpds-py, jsonschema-specifications, simpy). Stages, in this order unless
-# named: ddp01 (DDP step, rank 0 on the first card, with the idle and collective-alone windows), ddp10 (the same with
-# rank 0 on the second card), ray (the observe-only sweep at the cards' own clocks over both GPUs on a `ray start
-# --head` cluster, interrupted once and resumed). Everything goes to OUT (log.txt, ddp01/, ddp10/, the sweep CSV).
+# named: ray (the observe-only sweep at the cards' own clocks over both GPUs on a `ray start --head` cluster,
+# interrupted once and resumed), ddp01 (DDP step, rank 0 on the first card, with the idle and collective-alone
+# windows), ddp10 (the same with rank 0 on the second card). Everything goes to OUT (log.txt, ddp01/, ddp10/, the sweep CSV).
 # DRY=1: a CPU rehearsal (the DDP script's --dry-run, the sweep on the fake backend; PY names a Python 3.12).
 set -u
 W=$1
 O=$2
 shift 2
-STAGES=${*:-ddp01 ddp10 ray}
+STAGES=${*:-ray ddp01 ddp10}
 PY=${PY:-python3}
 DRY=${DRY:-0}
 SITE=${SITE:-/tmp/site}
