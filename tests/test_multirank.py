@@ -122,6 +122,12 @@ def test_cli_import_and_simulate_ranks(tmp_path, capsys):
     code, o, _ = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--json"], capsys)
     d = json.loads(o)
     assert code == 0 and len(d["per_gpu_energy_j"]) == 2 and 0 < d["collective_share"][0] < 1
+    code, o, _ = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--json",
+                          "--collective-wait-power", "122"], capsys)
+    assert code == 0 and json.loads(o)["per_gpu_energy_j"][0] < d["per_gpu_energy_j"][0]
+    code, _, err = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--collective-wait-power", "-5"],
+                           capsys)
+    assert code == 2 and "--collective-wait-power" in err
     code, _, err = run_cli(["trace", "import", str(p[0]), str(p[0]), "-o", str(out)], capsys)
     assert code == 2 and "given twice" in err
     assert gzip.decompress(out.read_bytes())
