@@ -32,7 +32,7 @@ def cards(runs: list[Path], gpu: str = "h200") -> dict:
     for run in runs:
         meas = json.loads((run / "measurements.json").read_text())
         comp = compare(run, gpu)
-        comp_m = compare(run, gpu, measured_collectives=True) if measured_collective_powers(meas) else None
+        comp_m = compare(run, gpu, measured_collectives=True) if measured_collective_powers(meas, 0.0) else None
         for m in sorted(meas["ranks"], key=lambda x: x["rank"]):
             r = m["rank"]
             c = comp["ranks"][r]

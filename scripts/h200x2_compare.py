@@ -22,15 +22,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def measured_collective_powers(meas: dict) -> dict | None:
-    """The collective alone, measured in the same run (``--extra``): its power while transferring (mean over the
-    ranks) and rank 0's while mostly waiting, or None."""
+def measured_collective_powers(meas: dict, idle_w: float) -> dict | None:
+    """The collective alone, measured in the same run (``--extra``), as the model's idle power ``idle_w`` plus the
+    increment over the card's idle-after-work power: while transferring (mean over the ranks) and rank 0's while
+    mostly waiting; or None."""
     rs = meas["ranks"]
-    if not all("coll_transfer" in r and "coll_wait" in r for r in rs):
+    if not all("coll_transfer" in r and "coll_wait" in r and "idle" in r for r in rs):
         return None
     r0 = next(r for r in rs if r["rank"] == 0)
-    return {"transfer_power_w": sum(r["coll_transfer"]["mean_power_w"] for r in rs) / len(rs),
-            "wait_power_w": r0["coll_wait"]["mean_power_w"]}
+    tr = sum(r["coll_transfer"]["mean_power_w"] - r["idle"]["mean_power_w"] for r in rs) / len(rs)
+    wait = max(0.0, r0["coll_wait"]["mean_power_w"] - r0["idle"]["mean_power_w"])
+    return {"transfer_power_w": idle_w + tr, "wait_power_w": idle_w + wait}
 
 
 def compare(folder: Path, gpu: str = "h200", measured_collectives: bool = False) -> dict:
@@ -48,7 +50,7 @@ def compare(folder: Path, gpu: str = "h200", measured_collectives: bool = False)
     save_multitrace(mt, folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
     g = build_graph(mt)
-    coll = measured_collective_powers(meas) if measured_collectives else None
+    coll = measured_collective_powers(meas, spec.idle_power_w) if measured_collectives else None
     if measured_collectives and coll is None:
         raise SystemExit(f"{folder}: no collective-alone windows (run h200x2_ddp.py with --extra)")
     powers = rank_powers(mt, spec)

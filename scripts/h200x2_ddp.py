@@ -264,8 +264,12 @@ def main() -> int:
 
         res["coll_transfer"] = timed("coll_transfer", transfer, n_ar_i, bytes=buf.numel() * 4)
         # rank 0's collective waits while the others spin 4 all-reduce times in a GPU sleep kernel first
-        cycles = int(4 * per_ar * 1.98e9)
-        n_w = max(5, math.ceil(a.extra_window / (5 * per_ar)))
+        # rank 0's counts for every rank: each rank timed its own all-reduces, and a rank that posts one all-reduce
+        # more than the others waits for ever (session 5's first run lost its last windows so)
+        wcount = torch.tensor([int(4 * per_ar * 1.98e9), max(5, math.ceil(a.extra_window / (5 * per_ar)))],
+                              dtype=torch.int64, device=dev)
+        dist.broadcast(wcount, 0)
+        cycles, n_w = int(wcount[0].item()), int(wcount[1].item())
 
         def waiting():
             for _ in range(n_w):
