@@ -24,9 +24,25 @@ from hw_backend.sweep import FIELDS, done_rows
 from kdvfs.errors import InputError
 from kdvfs.profile import fmt_clock, parse_clock
 
-__all__ = ["split_settings", "merge_parts", "run_sweep_share", "ShareActor", "ray_sweep"]
+__all__ = ["NO_MULTICAST_ENV", "split_settings", "merge_parts", "run_sweep_share", "ShareActor", "ray_sweep",
+           "worker_env"]
 
 log = logging.getLogger(__name__)
+
+# NVLink multicast stays off in every process Ray starts for a sweep (workers get the job's runtime_env, not only
+# the environment the cluster was started with): a program using it can take the host's GPUs out of service. The
+# driver's CUDA device order goes along, so a worker's CUDA and NVML indices agree.
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def worker_env() -> dict[str, str]:
+    """Environment variables every sweep worker gets: multicast off, and the driver's CUDA_DEVICE_ORDER."""
+    import os
+
+    env = dict(NO_MULTICAST_ENV)
+    if os.environ.get("CUDA_DEVICE_ORDER"):
+        env["CUDA_DEVICE_ORDER"] = os.environ["CUDA_DEVICE_ORDER"]
+    return env
 
 
 def split_settings(settings: list[tuple[int, int]], gpus: int) -> list[list[tuple[int, int]]]:
@@ -143,6 +159,12 @@ class ShareActor:
     def run(self, *args) -> int:
         return run_sweep_share(self.g, *args)
 
+    def env(self) -> dict[str, str | None]:
+        """The multicast switches and device order as this worker sees them (checked by the tests and the driver)."""
+        import os
+
+        return {k: os.environ.get(k) for k in (*NO_MULTICAST_ENV, "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES")}
+
 
 def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[int, int]], out: str | Path,
               gpus: int, address: str | None = None, num_cpus: int | None = None, **kw) -> dict:
@@ -169,7 +191,8 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
         done |= done_rows(p)
     owned = not ray.is_initialized()
     if owned:
-        init: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False}
+        init: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False,
+                                "runtime_env": {"env_vars": worker_env()}}
         if address:
             init["address"] = address
         else:
@@ -180,8 +203,16 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
             raise InputError(f"cannot start or reach Ray at {address or 'a local instance'}: {e}") from None
     try:
         opts: dict[str, Any] = {"num_gpus": 1} if backend_kind == "nvml" else {"num_cpus": 0}
+        opts["runtime_env"] = {"env_vars": worker_env()}  # also when Ray was initialised by the caller
         actor: Any = ray.remote(**opts)(ShareActor)  # an actor class: Ray's stubs cannot say so
         actors = {g: actor.remote(g) for g in range(gpus) if shares[g]}
+        envs = ray.get([a.env.remote() for a in actors.values()])
+        for g, wenv in zip(actors, envs):
+            bad = {k: wenv.get(k) for k, v in NO_MULTICAST_ENV.items() if wenv.get(k) != v}
+            if bad:
+                raise InputError(f"Ray worker for GPU {g} has NVLink multicast switches {bad}, not {NO_MULTICAST_ENV}; "
+                                 "start the cluster with them exported")
+            log.info("GPU %d worker: %s", g, wenv)
         refs = [a.run.remote(backend_kind, gpu, trace_ref, shares[g], str(out), done, dict(kw),
                              (g, gpus) if by_units else None)
                 for g, a in actors.items()]
@@ -193,6 +224,6 @@ def ray_sweep(backend_kind: str, gpu: str, trace_ref: str, settings: list[tuple[
             ray.shutdown()
     trace = load_trace_by_name(trace_ref)
     n = merge_parts(out, settings, list(trace.kernel_keys))
-    return {"gpus": gpus, "rows": n, "written": [int(x) for x in written],
+    return {"gpus": gpus, "rows": n, "written": [int(x) for x in written], "worker_env": envs,
             "split": "units" if by_units else "settings",
             "settings_per_gpu": [[f"{fmt_clock(c)}:{fmt_clock(m)}" for c, m in s] for s in shares]}

@@ -140,6 +140,10 @@ class KinetoImport:
             detection on the kernel sequence).
         steps: profiler steps in the file; steps_used: how many went into the trace (averaged).
         events: events read from the file.
+        instance_events: the recorded GPU event of each of the trace's kernel instances (``trace.instances()``
+            order) when one profiler step is kept; empty when steps were averaged. The trace's repeated segments
+            hold each kernel's mean over its repeats; these keep every instance's own start, duration and stream
+            (the multi-rank import needs them).
     """
 
     trace: Trace
@@ -150,6 +154,7 @@ class KinetoImport:
     steps: int = 0
     steps_used: int = 1
     events: int = 0
+    instance_events: tuple = ()
 
 
 def trace_stem(path: str | Path) -> str:
@@ -250,7 +255,8 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     share = 1.0 if labelled else sum(v for p, v in pass_time.items() if p in ("forward", "backward", "optimizer")) / total
     log.info("imported %s: %d GPU events, %d segments (%s)", path.name, len(first), len(segs), structure)
     return KinetoImport(trace=trace, labelled=labelled, assigned_time_share=share, pass_time_s=dict(pass_time),
-                        structure=structure, steps=n_steps, steps_used=steps_used, events=raw.events)
+                        structure=structure, steps=n_steps, steps_used=steps_used, events=raw.events,
+                        instance_events=tuple(gpu[i] for i in first) if len(groups) == 1 else ())
 
 
 def _keys(gpu: list[GpuEvent], res: list[Resolved], idx: list[int]) -> dict[int, int]:

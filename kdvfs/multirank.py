@@ -32,7 +32,6 @@ __all__ = ["FORMAT", "RankTiming", "MultiTrace", "import_ranks", "load_multitrac
 log = logging.getLogger(__name__)
 
 FORMAT = "kdvfs-ranks/1"
-_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 # ranks whose compute kernels differ by more than this share of instances are not the same model
 MAX_KERNEL_MISMATCH = 0.05
 
@@ -46,11 +45,14 @@ class RankTiming:
         start_s: when each instance started on the GPU.
         launch_s: when the host launched it (NaN where the trace has no launching runtime call).
         stream: CUDA stream of each instance (-1 where unknown).
+        dur_s: each instance's recorded duration, or None (older files: the trace's kernel times, which hold a
+            repeated segment's mean over its repeats).
     """
 
     start_s: np.ndarray
     launch_s: np.ndarray
     stream: np.ndarray
+    dur_s: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,19 @@ class MultiTrace:
     def world_size(self) -> int:
         return len(self.ranks)
 
+    def durations_s(self, r: int) -> np.ndarray:
+        """Rank ``r``'s instance durations as recorded (the trace's kernel times where the file has none)."""
+        tm = self.timing[r]
+        if tm.dur_s is not None:
+            return tm.dur_s
+        t = self.ranks[r]
+        return np.array([t.kernels[i].time_s for i in t.instances()])
+
     def summary(self) -> dict[str, Any]:
         rows = []
         for r, (t, tm) in enumerate(zip(self.ranks, self.timing)):
             ks = [t.kernels[i] for i in t.instances()]
-            dur = np.array([k.time_s for k in ks])
+            dur = self.durations_s(r)
             coll = np.array([k.category == "collective" for k in ks])
             span = float((tm.start_s + dur).max() - tm.start_s.min())
             rows.append({"rank": r, "instances": len(ks), "span_s": span, "kernel_time_s": float(dur.sum()),
@@ -93,42 +103,37 @@ def _dist_info(doc: Any) -> Mapping[str, Any]:
     return info if isinstance(info, Mapping) else {}
 
 
-def _timing(doc: Any, trace: Trace, where: str) -> RankTiming:
-    """Match the trace's instances (event order) to the file's GPU events for their start, launch and stream."""
+def _runtime_launches(doc: Any) -> dict[Any, float]:
+    """Each runtime call's start (µs) by correlation id."""
     events = (doc.get("traceEvents") if isinstance(doc, Mapping) else doc) or []
     runtime: dict[Any, float] = {}
-    gpu = []
     for ev in events:
         if not isinstance(ev, Mapping) or ev.get("ph") != "X":
             continue
-        cat = ev.get("cat", "")
         args = ev.get("args") or {}
-        if cat in _GPU_CATS:
-            gpu.append(ev)
-        elif cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver") and "correlation" in args:
+        if ev.get("cat", "") in ("cuda_runtime", "cuda_driver", "Runtime", "Driver") and "correlation" in args:
             runtime[args["correlation"]] = float(ev.get("ts", 0))
-    gpu.sort(key=lambda e: (float(e["ts"]), e.get("args", {}).get("stream", 0)))
+    return runtime
+
+
+def _timing(doc: Any, imp: Any, where: str) -> RankTiming:
+    """Each of the trace's instances (event order) with its recorded start, duration, launch and stream.
+
+    The importer hands back the GPU event of every instance of the kept step (``instance_events``); the trace's own
+    kernel times cannot be matched to the file, since a repeated segment holds each kernel's mean over its repeats."""
+    trace = imp.trace
+    runtime = _runtime_launches(doc)
     inst = [trace.kernels[i] for i in trace.instances()]
-    start, launch, stream = [], [], []
-    j = 0
-    for k in inst:
-        while j < len(gpu) and not (str(gpu[j].get("name", "kernel")) == k.name
-                                    and float(gpu[j]["dur"]) * 1e-6 == k.time_s):
-            j += 1
-        if j == len(gpu):
-            raise FormatError(f"{where}: kernel {k.name!r} of the imported trace is not among the file's GPU events; "
-                              "the file changed while reading it — import it again")
-        ev = gpu[j]
-        args = ev.get("args") or {}
-        start.append(float(ev["ts"]) * 1e-6)
-        lt = runtime.get(args.get("correlation"))
-        launch.append(np.nan if lt is None else lt * 1e-6)
-        s = args.get("stream")
-        stream.append(int(s) if isinstance(s, int) else -1)
-        j += 1
-    st = np.array(start)
+    evs = list(getattr(imp, "instance_events", ()) or ())
+    if len(evs) != len(inst) or any(e.name != k.name for e, k in zip(evs, inst)):
+        raise FormatError(f"{where}: the importer did not keep one recorded event per kernel instance (profiler "
+                          "steps averaged?); import each rank's last step (--step last)")
+    st = np.array([e.ts_us for e in evs], dtype=float) * 1e-6
     t0 = st.min()
-    return RankTiming(st - t0, np.array(launch) - t0, np.array(stream, dtype=np.int64))
+    launch = np.array([runtime.get(e.correlation, np.nan) for e in evs], dtype=float) * 1e-6
+    stream = np.array([int(e.stream) if isinstance(e.stream, int) else -1 for e in evs], dtype=np.int64)
+    dur = np.array([e.dur_us for e in evs], dtype=float) * 1e-6
+    return RankTiming(st - t0, launch - t0, stream, dur)
 
 
 def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str = "last",
@@ -187,7 +192,7 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
     for r, (p, d) in enumerate(ordered):
         imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
         traces.append(imp.trace)
-        timings.append(_timing(d, imp.trace, f"rank {r} ({p})"))
+        timings.append(_timing(d, imp, f"rank {r} ({p})"))
     _check_same_step(traces, [str(p) for p, _ in ordered])
     return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)
@@ -221,7 +226,8 @@ def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:
            "ranks": [{"rank": r, "trace": trace_to_dict(t),
                       "timing": {"start_s": tm.start_s.tolist(),
                                  "launch_s": [None if np.isnan(x) else x for x in tm.launch_s.tolist()],
-                                 "stream": tm.stream.tolist()}}
+                                 "stream": tm.stream.tolist(),
+                                 **({} if tm.dur_s is None else {"dur_s": tm.dur_s.tolist()})}}
                      for r, (t, tm) in enumerate(zip(mt.ranks, mt.timing))]}
     text = json.dumps(doc) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
@@ -243,10 +249,13 @@ def load_multitrace(path: str | Path) -> MultiTrace:
         n = len(t.instances())
         if not all(len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
             raise FormatError(f"{where}: rank {rd.get('rank')}: timing arrays must have one entry per instance ({n})")
+        if "dur_s" in tm and len(tm["dur_s"]) != n:
+            raise FormatError(f"{where}: rank {rd.get('rank')}: dur_s must have one entry per instance ({n})")
         traces.append(t)
         timings.append(RankTiming(np.array(tm["start_s"], dtype=float),
                                   np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
-                                  np.array(tm["stream"], dtype=np.int64)))
+                                  np.array(tm["stream"], dtype=np.int64),
+                                  np.array(tm["dur_s"], dtype=float) if "dur_s" in tm else None))
     if not traces:
         raise FormatError(f"{where}: no ranks")
     return MultiTrace(str(doc.get("name", "")), tuple(traces), tuple(timings), str(doc.get("backend", "")),

@@ -9,8 +9,12 @@ kernel's time and power, which this module predicts from its work, in the kernel
   column- or row-parallel shard). The core term follows FLOPs divided by a **wave-quantisation efficiency**: output
   tiles of 128 × 128 are spread over the card's SMs in waves, and the last wave is partly empty, so a small GEMM
   keeps fewer SMs busy (efficiency = tiles / (waves × SMs)); core power follows the same occupancy. The memory term
-  follows the FLOPs too (operand traffic with tile re-reads grows with the work; a fitted GEMM memory term is far
-  larger than its compulsory bytes, so scaling it by those bytes would mistake memory-clock sensitivity for traffic).
+  has two parts. Its **compulsory traffic**, each operand once, ``2·(M·K + K·N + M·N)`` bytes at bf16, shrinks less
+  than the FLOPs: the weight (K × N) is read whole at any batch, and a tensor-parallel shard still reads the whole
+  unsharded operand (a column-parallel shard the M × K input, a row-parallel one writes the whole M × N output).
+  The rest of the fitted memory term (tile re-reads through L2, far larger than the compulsory bytes on a fitted
+  GEMM) follows the FLOPs. The compulsory part's share is its time at the highest bandwidth over the fitted memory
+  term at the capture size (at most 1); nothing is fitted.
   Shapes come from the kernel's ``flops`` when the trace has them, else from the documented fallback below.
 - **Attention** (``attention``): FLOPs ∝ batch × heads × sequence², bytes ∝ batch × heads × sequence; heads/degree.
 - **Memory-bound kernels** (``norm``, ``elementwise``, ``reduction``, ``copy``, ``other``): bytes ∝ tokens. Under
@@ -47,6 +51,7 @@ from kdvfs.schedule import Schedule
 from kdvfs.trace import Kernel, Segment, Trace
 
 __all__ = ["ASSUMED_GEMM_EFFICIENCY", "SM_COUNT", "LINK_BW_GBS", "ScaledKernel", "Scaled", "wave_efficiency",
+           "gemm_compulsory_bytes",
            "scale_params", "scale_problem", "carry_schedule", "scaled_for", "scaling_experiment"]
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,9 @@ class ScaledKernel:
         activity_factor: factor on core activity ``uc`` (SM occupancy).
         efficiency: wave-quantisation efficiency at the new size (GEMMs; 1 otherwise).
         source: where the prediction comes from (``flops/bytes``, ``fallback: …``).
+        compulsory_ratio: GEMMs: compulsory DRAM bytes at the new size over those at the capture size (``mem_factor``
+            is then the re-read part's factor); None for other kernels.
+        compulsory_bytes: GEMMs: compulsory DRAM bytes at the capture size.
     """
 
     key: str
@@ -82,6 +90,8 @@ class ScaledKernel:
     activity_factor: float
     efficiency: float
     source: str
+    compulsory_ratio: float | None = None
+    compulsory_bytes: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,13 @@ def wave_efficiency(tiles: float, sms: int) -> float:
     return t / (math.ceil(t / sms) * sms)
 
 
+def gemm_compulsory_bytes(m: float, n: float, tp: int = 1) -> float:
+    """Each operand of an M × K by K × N GEMM (K = N) read or written once, bf16, on one tensor-parallel shard: the
+    weight and one activation are split by the degree, the other activation is whole (column-parallel: the input;
+    row-parallel: the output — with K = N both give this)."""
+    return 2.0 * (m * n + n * n / tp + m * n / tp)
+
+
 def _replicated(k: Kernel) -> bool:
     nm = f"{k.name} {k.op or ''}".lower()
     return k.category == "norm" or any(w in nm for w in _REPLICATED)
@@ -138,11 +155,11 @@ def _factors(k: Kernel, pass_name: str, r_tok: float, r_batch: float, r_seq: flo
         m0, m1 = tokens, tokens * r_tok
         e0 = wave_efficiency(math.ceil(m0 / TILE) * math.ceil(n / TILE), sms)
         e1 = wave_efficiency(math.ceil(m1 / TILE) * math.ceil(n / tp / TILE), sms)
-        # the memory term of a GEMM is its operand traffic with tile re-reads through L2/DRAM, which grows with the
-        # FLOPs (a fitted model's GEMM memory sensitivity is far above the compulsory bytes), so it follows the work
-        if k.bytes:
-            src += "; bytes ignored: GEMM traffic follows FLOPs"
-        return ScaledKernel(key, r_tok / tp * e0 / e1, r_tok / tp, e1 / e0, e1, "gemm wave model: " + src)
+        # memory term: re-read traffic follows the FLOPs; the compulsory bytes' ratio is returned separately
+        # (``compulsory_ratio``) and weighed by scale_params with the fitted memory term it is part of
+        b0, b1 = gemm_compulsory_bytes(m0, n, 1), gemm_compulsory_bytes(m1, n, tp)
+        return ScaledKernel(key, r_tok / tp * e0 / e1, r_tok / tp, e1 / e0, e1,
+                            "gemm wave model, compulsory bytes 2(MK+KN+MN) (N = K): " + src, b1 / b0, b0)
     if cat == "attention":
         h0 = heads
         e0 = wave_efficiency(math.ceil(tokens / TILE) * h0, sms)
@@ -191,6 +208,11 @@ def scale_params(trace: Trace, params: KernelParams, spec: GpuSpec, batch: int |
             out.append(replace(sk, key=f"{seg.name}.{i}"))
     cf = np.array([s.core_factor for s in out])
     mf = np.array([s.mem_factor for s in out])
+    bw = max(spec.mem_bandwidth_gbs) * 1e9
+    for j, sk in enumerate(out):
+        if sk.compulsory_ratio is not None and params.tm_s[j] > 0:
+            share = min(1.0, sk.compulsory_bytes / bw / float(params.tm_s[j]))
+            mf[j] = share * sk.compulsory_ratio + (1 - share) * sk.mem_factor
     af = np.array([s.activity_factor for s in out])
     p = KernelParams(params.keys, params.t0_s.copy(), params.tc_s * cf, params.tm_s * mf,
                      np.clip(params.uc * af, 0.0, None), params.um, params.source, params.p0_w)

@@ -223,13 +223,29 @@ def hf_runtime_summary(folder: str | Path) -> dict:
     return out
 
 
-def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "") -> dict:
+def measured_collective_powers(meas: dict, idle_w: float) -> dict | None:
+    """The collective alone, measured in the same run (``h200x2_ddp --extra``), as the model's idle power ``idle_w``
+    plus the increment over the card's idle-after-work power: while transferring (mean over the ranks) and rank 0's
+    while mostly waiting; None when the run has no such windows."""
+    rs = meas["ranks"]
+    if not all("coll_transfer" in r and "coll_wait" in r and "idle" in r for r in rs):
+        return None
+    r0 = next(r for r in rs if r["rank"] == 0)
+    tr = sum(r["coll_transfer"]["mean_power_w"] - r["idle"]["mean_power_w"] for r in rs) / len(rs)
+    wait = max(0.0, r0["coll_wait"]["mean_power_w"] - r0["idle"]["mean_power_w"])
+    return {"transfer_power_w": idle_w + tr, "wait_power_w": idle_w + wait}
+
+
+def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
+                      measured_collectives: bool = False) -> dict:
     """The DDP step measured on two GPUs (``measurements.json``, ``rank*.kineto.json.gz`` in ``folder``) against the
     multi-rank replay (``simulator.ranks``), each kernel's power from the card's model (nothing fitted to these
-    measurements). Writes the imported multi-rank trace (``ranks.trace.json.gz``) beside the files."""
+    measurements). Writes the imported multi-rank trace (``ranks.trace.json.gz``) beside the files.
+    ``measured_collectives``: the NCCL kernels at the collective-alone powers measured in the same run (transfer;
+    waiting) instead of the kernel model's collective category."""
     from kdvfs.gpus import get_gpu
     from kdvfs.multirank import import_ranks, save_multitrace
-    from simulator.ranks import build_graph, replay_ranks
+    from simulator.ranks import build_graph, rank_powers, replay_ranks
 
     folder = Path(folder)
     meas = _load(folder / "measurements.json")
@@ -237,7 +253,17 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "") 
     mt = import_ranks(files, name="gpt2-ddp-h200x2")
     save_multitrace(mt, folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
-    sim = replay_ranks(mt, spec, graph=build_graph(mt))
+    coll = measured_collective_powers(meas, spec.idle_power_w) if measured_collectives else None
+    if measured_collectives and coll is None:
+        raise FormatError(f"{folder}: no collective-alone windows (record with `python -m scripts.h200x2_ddp --extra`); "
+                          "drop --measured-collectives")
+    powers = rank_powers(mt, spec)
+    if coll:
+        for r, t in enumerate(mt.ranks):
+            is_c = np.array([t.kernels[i].category == "collective" for i in t.instances()])
+            powers[r] = np.where(is_c, coll["transfer_power_w"], powers[r])
+    sim = replay_ranks(mt, spec, graph=build_graph(mt), powers=powers,
+                       wait_power_w=coll["wait_power_w"] if coll else None)
     summ = mt.summary()
     rows = []
     for r, m in enumerate(sorted(meas["ranks"], key=lambda x: x["rank"])):
@@ -263,7 +289,8 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "") 
             "measured_communication_cost_share": 1 - ns["step_time_s"] / t_meas,
             "collectives": summ["ranks"][r]["collectives"],
         })
-    return {"gpu": gpu, "graph_edges": sim.edges, "model": meas.get("model"), "torch": meas.get("torch"),
+    return {"gpu": gpu, "graph_edges": sim.edges, "collective_powers": coll or "kernel model (collective category)",
+            "power_cap_w": spec.cap_w, "model": meas.get("model"), "torch": meas.get("torch"),
             "nccl": meas.get("nccl"), "ranks": rows,
             "targets": {"time_within_5pct": all(abs(x["time_error_pct"]) <= 5 for x in rows),
                         "energy_within_5pct": all(abs(x["energy_error_pct"]) <= 5 for x in rows)},

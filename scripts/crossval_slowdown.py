@@ -1,6 +1,6 @@
 """Cross-validate the sweep fit on synthetic sweeps with and without low-clock slowdown (no GPU needed).
 
-    python scripts/crossval_slowdown.py [--kernels 20]
+    python -m scripts.crossval_slowdown [--kernels 20]
 
 Slowdown sweeps (``kdvfs.synthetic.slowdown_sweep``): an older datacentre card, 405–1380 MHz at 11 core clocks, memory
 fixed, 1 % time and 2 % power noise; below an onset clock each kernel's time grows faster than 1/f by a form the model
@@ -60,7 +60,7 @@ def main() -> int:
                 "time_mape_pct_max": max(r["time_mape_pct"] for r in sel),
                 "power_mape_pct_max": max(r["power_mape_pct"] for r in sel),
                 "meets_5_pct": sum(r["time_mape_pct"] <= 5 and r["power_mape_pct"] <= 5 for r in sel)}
-    doc = {"command": f"python scripts/crossval_slowdown.py --kernels {a.kernels}", "train_points": 3,
+    doc = {"command": f"python -m scripts.crossval_slowdown --kernels {a.kernels}", "train_points": 3,
            "summary": summary, "rows": [{k: v for k, v in r.items() if k != "cpu_s"} for r in rows]}
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps(summary, indent=1))

@@ -2,7 +2,7 @@
 
 Reads the stored fits and step checks (``validation/h200/fidelity/before/`` = main at a6a2ddc; the current
 ``validation/h200/characterization/fit.json`` and ``validation/h200/steps_check.json``) and writes
-``validation/h200/fidelity/summary.json`` and the markdown tables printed. Usage: ``python scripts/h200_fidelity_report.py``.
+``validation/h200/fidelity/summary.json`` and the markdown tables printed. Usage: ``python -m scripts.h200_fidelity_report``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ counter, power, clocks, temperature, limits). Writes into OUT_DIR:
                                step), power/clock samples, the cards' limits and clocks
   rank0.kineto.json.gz, …      one profiled step per rank (torch.profiler, CPU + CUDA, ProfilerStep annotations)
 
+With --extra, also (per rank, in measurements.json): an idle window (no work, after the warm-up: each card's idle
+power at the clocks it holds then), and two windows of the collective alone (``--bucket-mb`` all-reduces back to
+back, no compute: the collective's own power while it transfers; and the same with every rank but 0 spinning in a
+GPU sleep kernel before each all-reduce, so rank 0's collective kernel mostly waits: its power while waiting).
+Set CUDA_VISIBLE_DEVICES=1,0 to run rank 0 on the second card (NVML is read by each rank's PCI bus id).
+
 Every rank runs the same number of steps per window (chosen on rank 0 from the warm-up, shared), so no rank waits in
 a collective the others never reach.
 """
@@ -31,12 +37,15 @@ from pathlib import Path
 class NvmlReader:
     """Read-only NVML access for one GPU (observe-only: no setter is ever called)."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, pci_bus_id: str | None = None):
         import pynvml
 
         self.nv = pynvml
         pynvml.nvmlInit()
-        self.h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        # by the CUDA device's PCI bus id: NVML ignores CUDA_VISIBLE_DEVICES, so a reordered list (1,0) still reads
+        # the card this rank runs on
+        self.h = (pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id) if pci_bus_id
+                  else pynvml.nvmlDeviceGetHandleByIndex(index))
         self.samples: list[tuple[float, float, int, int, int]] = []
         self._stop = threading.Event()
         self._thr: threading.Thread | None = None
@@ -112,6 +121,9 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up steps")
     ap.add_argument("--dry-run", action="store_true", help="CPU, gloo, a tiny model, short windows, no NVML")
+    ap.add_argument("--extra", action="store_true", help="also an idle window and the collective-alone windows")
+    ap.add_argument("--extra-window", type=float, default=5.0, help="seconds per --extra window")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="--extra: all-reduce size (DDP's bucket)")
     a = ap.parse_args()
     import torch
     import torch.distributed as dist
@@ -132,7 +144,11 @@ def main() -> int:
     dev = torch.device("cpu") if a.dry_run else torch.device("cuda", local)
     if not a.dry_run:
         torch.cuda.set_device(dev)
-    nv = None if a.dry_run else NvmlReader(local)  # CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA and NVML indices agree
+    pci = None
+    if not a.dry_run:
+        pr0 = torch.cuda.get_device_properties(dev)
+        pci = "%08x:%02x:%02x.0" % (pr0.pci_domain_id, pr0.pci_bus_id, pr0.pci_device_id)  # noqa: UP031
+    nv = None if a.dry_run else NvmlReader(local, pci)
     sync = (lambda: None) if a.dry_run else torch.cuda.synchronize
 
     torch.manual_seed(0)
@@ -200,15 +216,69 @@ def main() -> int:
             f"per step, {r['mean_power_w']:.0f} W")
         return r
 
+    def timed(label: str, body, n: int, **extra) -> dict:
+        """A window of anything (idle, collectives alone): energy and power per card, time per repetition."""
+        dist.barrier()
+        sync()
+        if nv:
+            nv.start_sampling()
+        e0 = nv.energy_j() if nv else 0.0
+        t = time.perf_counter()
+        body()
+        sync()
+        dt = time.perf_counter() - t
+        e1 = nv.energy_j() if nv else 0.0
+        s = nv.stop_sampling() if nv else {}
+        r = {"label": label, "repetitions": n, "time_s": dt, "energy_j": e1 - e0, "per_repetition_s": dt / n,
+             "mean_power_w": (e1 - e0) / dt, **extra, **s}
+        log(f"{label}: {n} in {dt:.2f} s, {1e3 * dt / n:.3f} ms each, {r['mean_power_w']:.0f} W")
+        return r
+
     res: dict = {"rank": rank, "world_size": world, "static": nv.static() if nv else {}, "before": nv.read() if nv else {}}
     if not a.dry_run:  # to check that this rank's NVML device is its CUDA device
         pr = torch.cuda.get_device_properties(dev)
         res["cuda_pci"] = "%04x:%02x:%02x" % tuple(getattr(pr, k, 0) for k in ("pci_domain_id", "pci_bus_id",  # noqa: UP031
                                                                                    "pci_device_id"))
         res["cuda_name"] = pr.name
+    res["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if a.extra:
+        res["idle"] = timed("idle", lambda: time.sleep(a.extra_window), 1)
     res["windows"] = [window(f"ddp{i}") for i in range(a.windows)]
     res["no_sync"] = window("no_sync", no_sync=True)
     res["windows"].append(window(f"ddp{a.windows}"))
+    if a.extra:
+        buf = torch.ones(int(a.bucket_mb * 2**20 / 4), dtype=torch.float32, device=dev)
+        sync()
+        tp = time.perf_counter()
+        for _ in range(20):
+            dist.all_reduce(buf)
+        sync()
+        per_ar = (time.perf_counter() - tp) / 20
+        n_ar = torch.tensor([max(20, math.ceil(a.extra_window / per_ar))], dtype=torch.int64, device=dev)
+        dist.broadcast(n_ar, 0)
+        n_ar_i = int(n_ar.item())
+
+        def transfer():
+            for _ in range(n_ar_i):
+                dist.all_reduce(buf)
+
+        res["coll_transfer"] = timed("coll_transfer", transfer, n_ar_i, bytes=buf.numel() * 4)
+        # rank 0's collective waits while the others spin 4 all-reduce times in a GPU sleep kernel first
+        # rank 0's counts for every rank: each rank timed its own all-reduces, and a rank that posts one all-reduce
+        # more than the others waits for ever (session 5's first run lost its last windows so)
+        wcount = torch.tensor([int(4 * per_ar * 1.98e9), max(5, math.ceil(a.extra_window / (5 * per_ar)))],
+                              dtype=torch.int64, device=dev)
+        dist.broadcast(wcount, 0)
+        cycles, n_w = int(wcount[0].item()), int(wcount[1].item())
+
+        def waiting():
+            for _ in range(n_w):
+                if rank != 0 and not a.dry_run:
+                    torch.cuda._sleep(cycles)
+                dist.all_reduce(buf)
+
+        res["coll_wait"] = timed("coll_wait", waiting, n_w, bytes=buf.numel() * 4, sleep_cycles=cycles)
+        del buf
     res["after"] = nv.read() if nv else {}
 
     # one profiled step per rank
@@ -231,7 +301,9 @@ def main() -> int:
     dist.all_gather_object(allres, res)
     if rank == 0:
         doc = {"command": f"torchrun --standalone --nproc_per_node {world} -m scripts.h200x2_ddp --out OUT "
-                          f"--window {a.window:g}",
+                          f"--window {a.window:g} --windows {a.windows} --warmup {a.warmup:g}"
+                          + (f" --extra --extra-window {a.extra_window:g} --bucket-mb {a.bucket_mb:g}" if a.extra else ""),
+               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not a.dry_run else "",
                "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                                                       "NVSHMEM_DISABLE_NVLS", "CUDA_DEVICE_ORDER")},

@@ -18,8 +18,10 @@ changes each kernel's duration by its profile ratio ``T[setting] / T[auto]`` (co
 and keep theirs), and the graph decides what moves.
 
 Energy per GPU: power integrated over the rank's step, each running kernel adding its power above idle
-(``P_idle + Σ (P_k − P_idle)``: a collective overlapping a GEMM adds its own increment), idle power in gaps, and the
-rank idles at idle power until the slowest rank finishes.
+(``P_idle + Σ (P_k − P_idle)``: a collective overlapping a GEMM adds its own increment), never above the card's cap
+(the power limiter holds the board there, whatever runs at once), idle power in gaps, and the rank idles at idle
+power until the slowest rank finishes. A collective can be charged at a separate waiting power from its arrival
+until the last rank arrives (``wait_power_w``), its own power over the transfer.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def build_graph(mt: MultiTrace) -> nx.DiGraph:
         ks = _inst(mt, r)
         tm = mt.timing[r]
         st = tm.start_s
-        dur = np.array([k.time_s for k in ks])
+        dur = mt.durations_s(r)
         end = st + dur
         ci = 0
         last_on: dict[int, int] = {}
@@ -146,12 +148,18 @@ def rank_powers(mt: MultiTrace, spec: GpuSpec) -> list[np.ndarray]:
 
 
 def replay_ranks(mt: MultiTrace, spec: GpuSpec, powers: list[np.ndarray] | None = None,
-                 time_factor: list[np.ndarray] | None = None, graph: nx.DiGraph | None = None) -> RankResult:
+                 time_factor: list[np.ndarray] | None = None, graph: nx.DiGraph | None = None,
+                 cap_w: float | None = None, wait_power_w: float | None = None) -> RankResult:
     """Replay the graph: every kernel starts when its predecessors (and, for a collective, every rank) are ready.
 
     Args:
         powers: per rank, each instance's power (default ``rank_powers``).
         time_factor: per rank, each instance's duration relative to the recording (default 1: the recorded clocks).
+        cap_w: the most the card draws with several kernels running at once (default ``spec.cap_w``, the power the
+            limiter holds; ``inf``: no limit). Each kernel's own power is capped by the kernel model; a collective
+            overlapping a GEMM would otherwise add its increment above the board's limit.
+        wait_power_w: the power of a collective kernel while it waits for the other ranks (from its arrival until
+            the last rank arrives; its transfer is charged at its own power); default: its own power throughout.
     """
     g = graph if graph is not None else build_graph(mt)
     powers = powers if powers is not None else rank_powers(mt, spec)
@@ -193,6 +201,7 @@ def replay_ranks(mt: MultiTrace, spec: GpuSpec, powers: list[np.ndarray] | None 
     t_end = max(end.values())
     spans, energies, busy, coll_t, exposed = [], [], [], [], []
     idle = spec.idle_power_w
+    cap = spec.cap_w if cap_w is None else float(cap_w)
     for r in range(n):
         vs = [v for v in g.nodes if v[0] == r]
         s = np.array([start[v] for v in vs])
@@ -201,6 +210,15 @@ def replay_ranks(mt: MultiTrace, spec: GpuSpec, powers: list[np.ndarray] | None 
         is_c = np.array([g.nodes[v]["coll"] >= 0 for v in vs])
         t0 = 0.0
         spans.append(float(e.max() - t0))
+        if wait_power_w is not None and is_c.any():
+            # a collective's wait (arrival → transfer start) as its own interval at the waiting power
+            tr = np.array([transfer[g.nodes[v]["coll"]] if g.nodes[v]["coll"] >= 0 else 0.0 for v in vs])
+            ws = is_c & (e - tr > s)
+            split = e - tr
+            s = np.concatenate([np.where(ws, split, s), s[ws]])
+            e = np.concatenate([e, split[ws]])
+            p = np.concatenate([p, np.full(int(ws.sum()), float(wait_power_w))])
+            is_c = np.concatenate([is_c, np.ones(int(ws.sum()), bool)])
         # sweep line over kernel starts and ends
         ev_t = np.concatenate([s, e])
         ev_p = np.concatenate([p - idle, -(p - idle)])
@@ -212,7 +230,7 @@ def replay_ranks(mt: MultiTrace, spec: GpuSpec, powers: list[np.ndarray] | None 
         level_p = np.cumsum(ev_p)
         level_c = np.cumsum(ev_c)
         level_k = np.cumsum(ev_k)
-        energy = idle * t_end + float(np.sum(np.clip(level_p, 0, None) * dt))
+        energy = idle * t_end + float(np.sum(np.clip(level_p, 0, max(cap - idle, 0.0)) * dt))
         energies.append(energy)
         busy.append(float(np.sum(dt[level_k > 0])))
         coll_t.append(float(np.sum(dt[level_c > 0])))

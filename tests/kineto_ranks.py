@@ -10,9 +10,12 @@ COMPUTE, COMM = 7, 21
 
 
 def rank_trace(rank: int, world: int, slow: float = 1.0, model: str = "a", buckets: int = 2,
-               with_info: bool = True, coll_end: list[float] | None = None, arrivals: list | None = None) -> dict:
+               with_info: bool = True, coll_end: list[float] | None = None, arrivals: list | None = None,
+               layers: bool = False) -> dict:
     """A step: 3 forward GEMMs, 4 backward GEMMs with an all-reduce bucket launched after every second one (on the
-    communication stream, overlapped), then an optimizer kernel that waits for the last bucket. Times in µs."""
+    communication stream, overlapped), then an optimizer kernel that waits for the last bucket. Times in µs.
+    ``layers``: the forward is one layer repeated six times (same kernels) with each repeat's GEMM a little slower, so the
+    importer folds it into one segment holding mean times, while the recording keeps each one's own."""
     ev, corr = [], [0]
     host = [0.0]
     gpu_free = {COMPUTE: 0.0, COMM: 0.0}
@@ -35,8 +38,11 @@ def rank_trace(rank: int, world: int, slow: float = 1.0, model: str = "a", bucke
         return start + dur
 
     names = {"a": ("sm90_xmma_gemm_bf16", "elementwise_kernel"), "b": ("ampere_sgemm_128x64", "vectorized_gelu")}[model]
-    for i in range(3):
-        launch(f"{names[0]}_fwd{i}", 400 * slow, COMPUTE)
+    for i in range(6 if layers else 3):
+        if layers:
+            launch(f"{names[0]}_fwd", 400 * slow * (1 + 0.1 * i), COMPUTE)
+        else:
+            launch(f"{names[0]}_fwd{i}", 400 * slow, COMPUTE)
         launch(names[1], 50 * slow, COMPUTE)
     last = 0.0
     k = 0

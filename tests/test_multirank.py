@@ -27,6 +27,27 @@ def test_import_two_ranks_any_order(tmp_path):
     assert back.world_size == 2 and (back.timing[1].start_s == mt.timing[1].start_s).all()
 
 
+def test_import_keeps_each_instance_recorded_duration(tmp_path):
+    """A repeated layer is folded into one segment of mean kernel times; the multi-rank import still keeps every
+    instance's own recorded start and duration (the GPT-2 DDP recording failed to import before this)."""
+    import numpy as np
+
+    p = write_ranks(tmp_path, layers=True)
+    mt = import_ranks(p)
+    t = mt.ranks[0]
+    fwd = [i for i, k in enumerate(t.kernels[j] for j in t.instances()) if k.name.endswith("_fwd")]
+    assert len(fwd) == 6
+    means = {t.kernels[t.instances()[i]].time_s for i in fwd}
+    assert len(means) == 1  # the trace holds the mean
+    d = mt.durations_s(0)[fwd]
+    np.testing.assert_allclose(d, 400e-6 * (1 + 0.1 * np.arange(6)))  # the recording holds each one's own
+    back = load_multitrace(save_multitrace(mt, tmp_path / "m.json.gz"))
+    np.testing.assert_array_equal(back.durations_s(1), mt.durations_s(1))
+    r = replay_ranks(mt, get_gpu("h200"))
+    for i in range(2):
+        assert r.per_gpu_time_s[i] == pytest.approx(mt.summary()["ranks"][i]["span_s"], rel=0.05)
+
+
 def test_bad_rank_sets(tmp_path):
     p = write_ranks(tmp_path, world=3)
     with pytest.raises(InputError, match=r"rank\(s\) \[2\] is missing"):
@@ -73,6 +94,26 @@ def test_graph_and_replay_reproduce_recording(tmp_path):
     assert r2.time_s > r.time_s * 1.2
 
 
+def test_replay_power_cap_and_collective_wait(tmp_path):
+    """Concurrent kernels never draw above the card's cap; a collective's wait can be charged at its own power."""
+    import numpy as np
+
+    mt = import_ranks(write_ranks(tmp_path))
+    spec = get_gpu("h200")
+    g = build_graph(mt)
+    free = replay_ranks(mt, spec, graph=g, cap_w=np.inf)
+    capped = replay_ranks(mt, spec, graph=g)
+    assert all(c <= f + 1e-9 for c, f in zip(capped.per_gpu_energy_j, free.per_gpu_energy_j))
+    low = replay_ranks(mt, spec, graph=g, cap_w=spec.idle_power_w + 1.0)
+    assert all(e <= (spec.idle_power_w + 1.0) * low.time_s + 1e-9 for e in low.per_gpu_energy_j)
+    # rank 0 (faster) waits at each collective for rank 1: only its energy drops when the wait is charged at idle
+    w = replay_ranks(mt, spec, graph=g, cap_w=np.inf, wait_power_w=spec.idle_power_w)
+    assert w.per_gpu_energy_j[0] < free.per_gpu_energy_j[0] - 1e-6
+    assert w.per_gpu_energy_j[1] == pytest.approx(free.per_gpu_energy_j[1])
+    assert w.collective_time_s == pytest.approx(free.collective_time_s)  # the split changes power, not time
+    assert w.exposed_collective_s == pytest.approx(free.exposed_collective_s)
+
+
 def test_cli_import_and_simulate_ranks(tmp_path, capsys):
     p = write_ranks(tmp_path)
     out = tmp_path / "m.json.gz"
@@ -81,6 +122,12 @@ def test_cli_import_and_simulate_ranks(tmp_path, capsys):
     code, o, _ = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--json"], capsys)
     d = json.loads(o)
     assert code == 0 and len(d["per_gpu_energy_j"]) == 2 and 0 < d["collective_share"][0] < 1
+    code, o, _ = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--json",
+                          "--collective-wait-power", "122"], capsys)
+    assert code == 0 and json.loads(o)["per_gpu_energy_j"][0] < d["per_gpu_energy_j"][0]
+    code, _, err = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "h200", "--collective-wait-power", "-5"],
+                           capsys)
+    assert code == 2 and "--collective-wait-power" in err
     code, _, err = run_cli(["trace", "import", str(p[0]), str(p[0]), "-o", str(out)], capsys)
     assert code == 2 and "given twice" in err
     assert gzip.decompress(out.read_bytes())

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from hw_backend.multisweep import merge_parts, split_settings
+from hw_backend.multisweep import NO_MULTICAST_ENV, merge_parts, split_settings
 from hw_backend.sweep import FIELDS
 from kdvfs.errors import InputError
 
@@ -38,6 +38,15 @@ def test_merge_orders_and_dedups(tmp_path):
     assert not list(tmp_path.glob("*.part.csv"))
 
 
+def test_worker_env_multicast_off_and_device_order(monkeypatch):
+    from hw_backend.multisweep import worker_env
+
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert worker_env() == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert worker_env()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
 @pytest.mark.slow
 def test_ray_sweep_two_fake_gpus_resumes(tmp_path):
     ray = pytest.importorskip("ray")
@@ -58,6 +67,8 @@ def test_ray_sweep_two_fake_gpus_resumes(tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         info = ray_sweep("fake", "rtx3080ti", "gpt3xl-llmc-rtx3080ti", SETTINGS, out, 2, **kw)
+        # NVLink multicast off in every worker, set through the actors' runtime_env (this Ray was started without)
+        assert [{k: e[k] for k in NO_MULTICAST_ENV} for e in info["worker_env"]] == [NO_MULTICAST_ENV] * 2
         keys = _keys(out)
         assert len(keys) == len(set(keys)) == 3 * len(trace.kernel_keys) == info["rows"]
         assert info["written"] == [2 * len(trace.kernel_keys), len(trace.kernel_keys) - 1]

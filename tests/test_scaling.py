@@ -63,6 +63,27 @@ def test_tp_shards_layer_kernels_and_replicates_norms(setup):
     assert r["energy_change_pct"] < 0
 
 
+def test_gemm_shard_memory_term_keeps_its_compulsory_traffic(setup):
+    """A tensor-parallel GEMM shard still reads one activation whole: its memory term shrinks less than its FLOPs
+    (the compulsory bytes' share of the fitted term follows those bytes, the rest the FLOPs)."""
+    from kdvfs.scaling import gemm_compulsory_bytes
+
+    assert gemm_compulsory_bytes(40960, 2048, 16) / gemm_compulsory_bytes(40960, 2048) == pytest.approx(
+        (40960 * 2048 + 2048 * 2048 / 16 + 40960 * 2048 / 16) / (40960 * 2048 * 2 + 2048 * 2048))
+    pb, spec, params, sched = setup
+    p16, ks = scale_params(pb.trace, params, spec, tp=16)
+    bw = max(spec.mem_bandwidth_gbs) * 1e9
+    gemm = [i for i, k in enumerate(pb.trace.kernels) if k.category == "gemm"]
+    for i in gemm:
+        share = min(1.0, ks[i].compulsory_bytes / bw / params.tm_s[i])
+        assert 0 < share < 1 and 0.4 < ks[i].compulsory_ratio < 0.6
+        assert p16.tm_s[i] == pytest.approx(params.tm_s[i] * (share * ks[i].compulsory_ratio + (1 - share) / 16))
+        assert p16.tm_s[i] / params.tm_s[i] > p16.tc_s[i] / params.tc_s[i]  # memory shrinks less than the FLOPs
+    # at the trace's own size nothing moves
+    p1, _ = scale_params(pb.trace, params, spec)
+    assert p1.tm_s == pytest.approx(params.tm_s)
+
+
 def test_bad_sizes(setup):
     pb, spec, params, sched = setup
     with pytest.raises(InputError, match="tensor-parallel degree"):

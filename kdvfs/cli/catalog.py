@@ -188,15 +188,17 @@ def _fit_options(items: list[str]) -> dict:
         if not eq or name not in kinds:
             raise InputError(f"--fit-option {it!r} must be NAME=VALUE with NAME one of {', '.join(sorted(kinds))}")
         kind = str(kinds[name])
+        if kind == "str":
+            out[name] = val
+            continue
         try:
-            v = val if kind == "str" else int(val) if kind == "int" else float(val)
+            v = int(val) if kind == "int" else float(val)
         except ValueError:
             raise InputError(f"--fit-option {it!r}: {name} takes a number ({kind}); e.g. {name}=1") from None
-        if kind != "str":
-            low = 1 if name in at_least_one else 0
-            if not math.isfinite(v) or v < low or (name in positive and v <= 0):
-                rule = "a finite number > 0" if name in positive else f"a finite number ≥ {low}"
-                raise InputError(f"--fit-option {it!r}: {name} must be {rule}; e.g. {name}=1")
+        low = 1 if name in at_least_one else 0
+        if not math.isfinite(v) or v < low or (name in positive and v <= 0):
+            rule = "a finite number > 0" if name in positive else f"a finite number ≥ {low}"
+            raise InputError(f"--fit-option {it!r}: {name} must be {rule}; e.g. {name}=1")
         out[name] = v
     return out
 

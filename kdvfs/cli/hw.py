@@ -75,8 +75,13 @@ def cmd_sweep(a) -> int:
     spec = get_gpu(a.gpu)
     trace = load_trace_by_name(a.trace)
     settings = parse_settings(a.settings, spec)
-    be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed,
-                          noise=a.noise, fake_state=a.fake_state, device=a.device)
+    if a.gpus > 1:  # each Ray actor builds its own backend on its GPU: none here (no CUDA context on a card)
+        from types import SimpleNamespace
+
+        be, wl = None, SimpleNamespace(trace=trace)
+    else:
+        be, wl = make_backend(a.backend, spec, trace, allow_clock_control=a.allow_clock_control, seed=a.seed,
+                              noise=a.noise, fake_state=a.fake_state, device=a.device)
     check_output(Path(a.output), spec, wl)
     c = make_console()
     kw = dict(window_s=a.window, warmup_s=a.warmup, repeats=a.repeats, allow_clock_control=a.allow_clock_control,

@@ -37,7 +37,11 @@ def cmd_simulate_ranks(a) -> int:
     mt = load_multitrace(a.trace)
     spec = get_gpu(a.gpu)
     g = build_graph(mt)
-    r = replay_ranks(mt, spec, graph=g)
+    wait = a.collective_wait_power
+    if wait is not None and not (wait >= 0 and wait < float("inf")):
+        raise InputError(f"--collective-wait-power {wait!r} must be a power in watts ≥ 0 (e.g. the card's power "
+                         "measured while a collective waits); leave it out to charge the whole kernel at its own power")
+    r = replay_ranks(mt, spec, graph=g, wait_power_w=wait)
     doc = dict(r.to_dict(), trace=a.trace, gpu=spec.name, world_size=mt.world_size,
                collective_share=[c / r.time_s for c in r.collective_time_s],
                exposed_collective_share=[c / r.time_s for c in r.exposed_collective_s])
@@ -58,4 +62,7 @@ def register(sub, j) -> None:
                                                  "through its dependency graph across streams and ranks"))
     sp.add_argument("--trace", required=True, help="a kdvfs-ranks/1 file from `kdvfs trace import r0 r1 … -o F`")
     sp.add_argument("--gpu", required=True, help="the card (its kernel model gives each kernel's power)")
+    sp.add_argument("--collective-wait-power", type=float, metavar="W",
+                    help="charge a collective kernel at W watts while it waits for the other ranks (its transfer at "
+                         "its own power); default: its own power throughout")
     sp.set_defaults(fn=cmd_simulate_ranks)

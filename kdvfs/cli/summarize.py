@@ -37,7 +37,11 @@ def cmd_summarize(a) -> int:
         lines = [f"{name}: {s['steps_with_expected_count']}/{s['steps']} steps with the expected switches, overhead "
                  f"{s['measured']['overhead_pct']:+.2f} % measured" for name, s in doc["schedules"].items()]
     else:
-        doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}")
+        mc = " --measured-collectives" if a.measured_collectives else ""
+        doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}{mc}",
+                                          measured_collectives=a.measured_collectives)
+        if a.measured_collectives and not a.output:
+            out = folder / "comparison_measured_collectives.json"
         lines = [f"rank {r['rank']}: step {1e3 * r['measured_step_time_s']:.2f} ms measured, "
                  f"{1e3 * r['simulated_step_time_s']:.2f} ms simulated ({r['time_error_pct']:+.2f} %); "
                  f"{r['measured_step_energy_j']:.2f} J measured, {r['simulated_step_energy_j']:.2f} J simulated "
@@ -60,5 +64,8 @@ def register(sub, j) -> None:
                                      "validation/h200x2, from the checkout's root)")
     sp.add_argument("--trace", default="gpt3xl-torch-h200-bf16", help="h200: the bf16 trace recorded in the session")
     sp.add_argument("--gpu", default="h200", help="h200x2: the card")
+    sp.add_argument("--measured-collectives", action="store_true",
+                    help="h200x2: NCCL kernels at the collective-alone powers measured in the same run (--extra "
+                         "windows) instead of the model's collective category (default: off)")
     sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder)")
     sp.set_defaults(fn=cmd_summarize)
