@@ -76,10 +76,9 @@ def problem(a):
     gpu = getattr(a, "gpu", None)
     if gpu and prof.gpu:
         from kdvfs.gpus import get_gpu
+        from kdvfs.identity import check_card
 
-        if get_gpu(gpu).name != get_gpu(prof.gpu).name:
-            raise InputError(f"--gpu {gpu} but the profile of trace {t.name!r} is for {prof.gpu}; drop --gpu, or give "
-                             f"--profile with a profile of {gpu} (`kdvfs profile build --trace {a.trace} --gpu {gpu} -o P.csv`)")
+        check_card(get_gpu(prof.gpu).name, get_gpu(gpu).name)
     check_profile_clocks(prof)
     return Problem(t, restrict_settings(prof, getattr(a, "settings", None) or "all"))
 
