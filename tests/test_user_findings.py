@@ -125,3 +125,8 @@ def test_validate_steps_refuses_a_gap_power_that_is_not_watts(capsys):
     for v in ("nan", "-5"):
         code, _, err = run_cli(["validate-steps", "validation/h200/steps", "--gpu", "h200", "--gap-power", v], capsys)
         assert code == 2 and "--gap-power" in err and "positive number of watts" in err
+
+
+def test_crossval_refuses_a_card_without_the_sweeps_memory_clocks(capsys):
+    code, _, err = run_cli(["profile", "crossval", "validation/synthetic/sweep-seed0.csv", "--gpu", "rtx3080ti"], capsys)
+    assert code == 2 and "memory clock(s) 877 MHz that rtx3080ti lacks" in err

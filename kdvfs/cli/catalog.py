@@ -86,7 +86,18 @@ def cmd_profile_crossval(a) -> int:
     from kdvfs.fit import crossval, read_sweep
     from kdvfs.gpus import get_gpu
 
-    r = crossval(read_sweep(a.sweep), a.train_points, get_gpu(a.gpu) if a.gpu else None)
+    sweep = read_sweep(a.sweep)
+    spec = get_gpu(a.gpu) if a.gpu else None
+    if spec is not None:  # a catalog card must have the sweep's memory clocks, or its model predicts other settings
+        from kdvfs.errors import InputError
+
+        mems = sorted({int(p.mem_mhz) for ps in sweep.points.values() for p in ps if p.mem_mhz})
+        bad = [m for m in mems if m not in spec.mem_clocks_mhz]
+        if bad:
+            raise InputError(f"--gpu {spec.name}: the sweep has memory clock(s) {', '.join(map(str, bad))} MHz that "
+                             f"{spec.name} lacks ({spec.describe_clocks()}); give the card it was measured on, or "
+                             "leave out --gpu to fit a card built from the sweep")
+    r = crossval(sweep, a.train_points, spec)
     if a.json:
         print_json(r)
         return 0
