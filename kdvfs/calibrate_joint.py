@@ -535,7 +535,7 @@ def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | P
 
 def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | None = None,
                         out_dir: str | Path | None = None, options: JointOptions = JointOptions(),
-                        progress=None) -> dict:
+                        progress=None, started=None) -> dict:
     """The whole calibration behind ``kdvfs profile calibrate spaan2026``: read and check the per-kernel table and the
     pass-level sweep (bundled copies by default), fit jointly, report the targets (pass level, per kernel, and Table 2
     from the optimisers on the fitted profile), and with ``out_dir`` write the profile and calibration JSON there."""
@@ -561,6 +561,9 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     sw = read_pass_sweep(sweep_path, RTX3080TI)
     if options.method not in METHODS:
         raise InputError(f"calibration method {options.method!r} is not one of {', '.join(METHODS)}")
+    check_table(rows, RTX3080TI, trace)
+    if started is not None:  # every input checked: the minutes of fitting start now
+        started()
     with single_threaded_blas():
         if options.method == "table":
             res = calibrate_table(rows, trace, table, RTX3080TI)

@@ -130,3 +130,16 @@ def test_validate_steps_refuses_a_gap_power_that_is_not_watts(capsys):
 def test_crossval_refuses_a_card_without_the_sweeps_memory_clocks(capsys):
     code, _, err = run_cli(["profile", "crossval", "validation/synthetic/sweep-seed0.csv", "--gpu", "rtx3080ti"], capsys)
     assert code == 2 and "memory clock(s) 877 MHz that rtx3080ti lacks" in err
+
+
+def test_no_fitting_message_before_an_input_error(capsys, tmp_path):
+    bad = tmp_path / "s.csv"
+    bad.write_text((bundled_dir() / "spaan2026_fig3_fig4_pass_level.csv").read_text().splitlines()[0] + "\n")
+    code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--sweep", str(bad), "--check"], capsys)
+    assert code == 2 and "calibrating" not in err
+
+
+@pytest.mark.parametrize("arg", [["--window", "nan"], ["--window", "0"], ["--warmup", "-1"]])
+def test_characterize_refuses_windows_that_are_not_seconds(capsys, tmp_path, arg):
+    code, _, err = run_cli(["characterize", "--backend", "fake", "-o", str(tmp_path / "c.json"), *arg], capsys)
+    assert code == 2 and arg[0] in err and "number of seconds" in err

@@ -138,8 +138,8 @@ def cmd_profile_calibrate(a) -> int:
     opts = JointOptions(loss_pass=a.loss_pass, method=a.method, **_fit_options(a.fit_option or []))
     err = make_console(sys.stderr)
     if a.method == "table":
-        err.print("calibrating on the per-kernel table (a few minutes; the pass-level sweep is the check)")
-        rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts)
+        rep = calibrate_spaan2026(a.table, a.sweep, out_dir, opts, started=lambda: err.print(
+            "calibrating on the per-kernel table (a few minutes; the pass-level sweep is the check)"))
     else:
         with progress(err, opts.prefit_nfev + opts.max_nfev, "calibrating (iterations)") as prog:
             task = prog.add_task("fit", total=opts.prefit_nfev + opts.max_nfev)

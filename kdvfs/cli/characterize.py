@@ -26,11 +26,24 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _check_windows(a) -> None:
+    """A measured window and a warm-up must be finite, the window positive: NaN ran a zero-length window, whose power
+    read above the card's limit."""
+    import math
+
+    for name in ("window", "warmup"):
+        v = getattr(a, name, None)
+        if v is not None and (not math.isfinite(v) or v < 0 or (name == "window" and v <= 0)):
+            raise InputError(f"--{name} {v!r} must be a {'positive' if name == 'window' else 'non-negative'} number of "
+                             f"seconds; e.g. --{name} {5 if name == 'window' else 1}")
+
+
 def cmd_characterize(a) -> int:
     from hw_backend.characterize import ZOO_SETS, Executor, FakeZoo, characterize, full_zoo
     from hw_backend.nvml import NvmlBackend
 
     _refuse_control(a)
+    _check_windows(a)
     zoo = full_zoo() if a.set == "all" else ZOO_SETS[a.set]()
     if a.only:
         want = [s.strip() for s in a.only.split(",") if s.strip()]
@@ -80,6 +93,7 @@ def cmd_steps(a) -> int:
     from hw_backend.steps import MODELS, measure_steps
 
     _refuse_control(a)
+    _check_windows(a)
     models = [m.strip() for m in a.models.split(",")] if a.models else list(MODELS)
     bad = [m for m in models if m not in MODELS]
     if bad:
