@@ -173,37 +173,29 @@ def restrict_settings(profile, which: str = "all"):
     if which == "all":
         return profile
     have = set(profile.settings)
-    missing = [s for s in study_settings() if s not in have]
-    if missing and profile.gpu:
-        # a request the card runs as another setting (the 3080 Ti's (405 MHz, core > 420) runs as (420, 405)) takes
-        # that setting's row: a profile built from the model leaves such requests out of the card's grid
-        from kdvfs.gpus import PRESETS, get_gpu
-
-        if profile.gpu.lower() in PRESETS:
-            spec = get_gpu(profile.gpu)
-            alias = {}
-            for c, m in missing:
-                if m in dict(spec.quirk_core_clamp_mhz):
-                    run = (min(c if c != AUTO else 10 ** 9, dict(spec.quirk_core_clamp_mhz)[m]), m)
-                    if run in have:
-                        alias[(c, m)] = run
-            if alias:
-                idx = [profile.setting_index(*alias.get(st, st)) for st in study_settings() if st in have or st in alias]
-                from kdvfs.profile import Profile
-
-                sts = [st for st in study_settings() if st in have or st in alias]
-                profile = Profile(profile.keys, tuple(sts), profile.time_s[:, idx], profile.power_w[:, idx],
-                                  profile.source[:, idx], profile.gpu, profile.trace, profile.trace_sha,
-                                  None if profile.eff_core_mhz is None else profile.eff_core_mhz[:, idx])
-                have = set(profile.settings)
-                missing = [st for st in study_settings() if st not in have]
+    rows_of = {s: r for s in study_settings() if s not in have and (r := _runs_as(profile.gpu, s)) in have}
+    missing = [s for s in study_settings() if s not in have and s not in rows_of]
     if missing:
         c, m = missing[0]
         raise InputError(
             f"--settings study: profile {profile.trace or ''} ({profile.gpu or 'unknown card'}) lacks {len(missing)} of "
             f"the study's 66 settings, e.g. core {_fmt(c)} / memory {_fmt(m)} MHz; they are RTX 3080 Ti clocks — use "
             "a profile built for that card with them (the bundled gpt3xl-llmc-rtx3080ti has all 66) or --settings all")
-    return profile.restrict(study_settings())
+    return profile.restrict(study_settings(), rows_of)
+
+
+def _runs_as(gpu: str, setting: tuple[int, int]) -> tuple[int, int] | None:
+    """The setting a catalog card runs a clamped request as (the 3080 Ti runs (core > 420 or auto, 405 MHz) as
+    (420, 405)): a profile built from the model leaves such requests out of the card's grid. None otherwise."""
+    from kdvfs.gpus import PRESETS, get_gpu
+
+    if not gpu or gpu.lower() not in PRESETS:
+        return None
+    c, m = setting
+    clamp = dict(get_gpu(gpu).quirk_core_clamp_mhz).get(m)
+    if clamp is None or (c != AUTO and c <= clamp):
+        return None
+    return clamp, m
 
 
 def pass_rows(profile, trace, sweep: PassSweep, loss_pass: str = "backward") -> list[dict]:

@@ -12,7 +12,7 @@ import io
 import math
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,10 +129,14 @@ class Profile:
     def auto_index(self) -> int:
         return self.setting_index(AUTO, AUTO)
 
-    def restrict(self, settings: Sequence[tuple[int, int]]) -> Profile:
-        """The same profile over a subset of settings (missing ones are an error)."""
-        idx = [self.setting_index(c, m) for c, m in settings]
-        return Profile(self.keys, tuple(self.settings[i] for i in idx), self.time_s[:, idx], self.power_w[:, idx],
+    def restrict(self, settings: Sequence[tuple[int, int]],
+                 rows_of: Mapping[tuple[int, int], tuple[int, int]] | None = None) -> Profile:
+        """The same profile over a subset of settings (missing ones are an error); ``rows_of`` gives a setting the
+        row of another (a request the card runs as that one)."""
+        rows_of = rows_of or {}
+        idx = [self.setting_index(*rows_of.get((c, m), (c, m))) for c, m in settings]
+        labels = tuple((c, m) if (c, m) in rows_of else self.settings[i] for (c, m), i in zip(settings, idx))
+        return Profile(self.keys, labels, self.time_s[:, idx], self.power_w[:, idx],
                        self.source[:, idx], self.gpu, self.trace, self.trace_sha,
                        None if self.eff_core_mhz is None else self.eff_core_mhz[:, idx])
 
