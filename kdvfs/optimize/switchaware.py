@@ -78,8 +78,15 @@ def _coarse_schedule(pb: Problem, granularity: str, plan_slack_pct: float, slack
     (memoised on the problem: it depends on neither the switch model nor the mechanism, and a what-if grid asks for
     the same few once per scenario; each is an exact MILP)."""
     return pb.memo(("coarse-schedule", granularity, float(plan_slack_pct), float(slack_pct)), lambda: pb.to_schedule(
-        allocate(pb, "waste", plan_slack_pct, granularity, "global"), objective="waste", slack_pct=slack_pct,
+        _waste_allocation(pb, plan_slack_pct, granularity), objective="waste", slack_pct=slack_pct,
         granularity=granularity, scope="global"))
+
+
+def _waste_allocation(pb: Problem, slack_pct: float, granularity: str):
+    """The free-switching global waste optimum (memoised on the problem, so that the schedules and setting indices
+    built from it share one solve)."""
+    return pb.memo(("waste-allocation", float(slack_pct), granularity),
+                   lambda: allocate(pb, "waste", slack_pct, granularity, "global"))
 
 
 def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
@@ -261,7 +268,7 @@ def _waste_setting_index(pb: Problem, slack_pct: float, granularity: str) -> np.
     neither the switch model nor the mechanism, and a what-if asks for it once per scenario)."""
 
     def make() -> np.ndarray:
-        sidx = pb.allocation_setting_index(allocate(pb, "waste", slack_pct, granularity, "global"))
+        sidx = pb.allocation_setting_index(_waste_allocation(pb, slack_pct, granularity))
         sidx.setflags(write=False)
         return sidx
 
@@ -298,8 +305,8 @@ def switch_aware(pb: Problem, sw: SwitchModel, mechanism: str = "sync", slack_pc
         # (``coarse_switch_aware``), so switch-aware is never worse than it under the same switch model
         for d in _COARSE_SLACK_STEPS:
             if d > 0 and slack_pct - d >= lo_slack:
-                s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
-                consider(pb.instance_setting_index(s), f"switch-aware ({gran} schedule at {slack_pct - d:+g} %)")
+                consider(_waste_setting_index(pb, slack_pct - d, gran),
+                         f"switch-aware ({gran} schedule at {slack_pct - d:+g} %)")
     lo, hi = 0.0, None
     lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
     if mechanism == "predictive":
