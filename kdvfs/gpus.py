@@ -50,6 +50,12 @@ class SwitchModel:
     def total_s(self) -> float:
         return self.host_call_s + self.transition_s
 
+    def scaled_to(self, latency_s: float) -> SwitchModel:
+        """This model at another total latency, split into host call and transition as this one is (``from_latency``
+        checks the value)."""
+        share = self.host_call_s / self.total_s if self.total_s > 0 else 0.25
+        return SwitchModel.from_latency(latency_s, share, self.spread)
+
     @classmethod
     def from_latency(cls, latency_s: float, host_share: float = 0.25, spread: float = 0.0) -> SwitchModel:
         """A switch model of a given total latency, split into host call and transition (``--switch-latency``)."""

@@ -84,8 +84,7 @@ def _problem(trace_ref: str, profile_ref: str, settings: str = "all") -> Problem
 
 def _switch(sc: Scenario) -> SwitchModel:
     preset = get_gpu(sc.gpu).switch
-    base = preset if sc.switch_latency_s is None else SwitchModel.from_latency(
-        sc.switch_latency_s, preset.host_call_s / preset.total_s if preset.total_s > 0 else 0.25)
+    base = preset if sc.switch_latency_s is None else preset.scaled_to(sc.switch_latency_s)
     return dataclasses.replace(base, spread=0.0)
 
 

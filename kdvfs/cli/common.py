@@ -9,7 +9,7 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
+__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
            "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 
@@ -51,29 +51,14 @@ def problem(a):
     from kdvfs.passweep import restrict_settings
 
     t = load_trace(a.trace)
+    gpu = getattr(a, "gpu", None)
     if a.profile:
         prof = load_profile_ref(a.profile)
     else:
-        from kdvfs.bundled import default_profile_path
         from kdvfs.profile import load_profile
 
-        try:
-            path = default_profile_path(t)
-        except InputError:
-            gpu = getattr(a, "gpu", None)
-            if not gpu:
-                raise InputError(f"trace {t.name!r} has no bundled profile: give --gpu NAME to build one from the kernel "
-                                 f"model in memory, or build one with `kdvfs profile build --trace {a.trace} --gpu GPU -o "
-                                 "P.csv` (or fit one from a sweep with `kdvfs profile fit`) and pass --profile P.csv") from None
-            from kdvfs.gpus import get_gpu
-            from kdvfs.model import default_params
-            from kdvfs.profile import build_profile
-
-            spec = get_gpu(gpu)
-            return Problem(t, restrict_settings(build_profile(t, spec, default_params(t, spec)),
-                                                getattr(a, "settings", None) or "all"))
-        prof = load_profile(path)
-    gpu = getattr(a, "gpu", None)
+        found = default_profile(t, a.trace, gpu)
+        prof = found if not isinstance(found, Path) else load_profile(found)
     if gpu and prof.gpu:
         from kdvfs.gpus import get_gpu
         from kdvfs.identity import check_card
@@ -81,6 +66,26 @@ def problem(a):
         check_card(get_gpu(prof.gpu).name, get_gpu(gpu).name)
     check_profile_clocks(prof)
     return Problem(t, restrict_settings(prof, getattr(a, "settings", None) or "all"))
+
+
+def default_profile(t, trace_arg: str, gpu: str | None):
+    """The profile a verb uses without ``--profile``: the trace's bundled profile (its path), else — with ``gpu`` —
+    one built from the kernel model (a ``Profile`` in memory); else one message naming both ways."""
+    from kdvfs.bundled import default_profile_path
+
+    try:
+        return default_profile_path(t)
+    except InputError:
+        if not gpu:
+            raise InputError(f"trace {t.name!r} has no bundled profile: give --gpu NAME to build one from the kernel "
+                             f"model in memory, or build one with `kdvfs profile build --trace {trace_arg} --gpu GPU -o "
+                             "P.csv` (or fit one from a sweep with `kdvfs profile fit`) and pass --profile P.csv") from None
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import default_params
+    from kdvfs.profile import build_profile
+
+    spec = get_gpu(gpu)
+    return build_profile(t, spec, default_params(t, spec))
 
 
 SETTINGS_HELP = ("clock settings to choose from: all (the profile's, the card's full grid) or study (the 66 of "
@@ -118,8 +123,7 @@ def switch_model(a, gpu_name: str | None):
                     break
                 except InputError:
                     pass
-        share = base.host_call_s / base.total_s if base is not None and base.total_s > 0 else 0.25
-        return SwitchModel.from_latency(a.switch_latency, share, base.spread if base is not None else 0.0)
+        return base.scaled_to(a.switch_latency) if base is not None else SwitchModel.from_latency(a.switch_latency)
     name = preset or gpu_name
     if not name:
         raise InputError("give --gpu, --switch-model PRESET or --switch-latency SECONDS")

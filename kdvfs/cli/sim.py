@@ -232,23 +232,15 @@ def _default_profile_ref(a) -> str:
     what-if's workers read profiles by path)."""
     import tempfile
 
-    from kdvfs.bundled import default_profile_path
-    from kdvfs.cli.common import load_trace
+    from kdvfs.cli.common import default_profile, load_trace
+    from kdvfs.profile import save_profile
 
     t = load_trace(a.trace)
-    try:
-        return str(default_profile_path(t))
-    except InputError:
-        if not a.gpu:
-            raise InputError(f"trace {t.name!r} has no bundled profile: give --gpu NAME to build one from the kernel model, "
-                             f"or --profile P.csv (`kdvfs profile build --trace {a.trace} --gpu GPU -o P.csv`)") from None
-    from kdvfs.gpus import get_gpu
-    from kdvfs.model import default_params
-    from kdvfs.profile import build_profile, save_profile
-
-    spec = get_gpu(a.gpu)
-    path = Path(tempfile.mkdtemp(prefix="kdvfs-whatif-")) / f"{t.name}.{spec.name}.profile.csv.gz"
-    return str(save_profile(build_profile(t, spec, default_params(t, spec)), path))
+    found = default_profile(t, a.trace, a.gpu)
+    if isinstance(found, Path):
+        return str(found)
+    path = Path(tempfile.mkdtemp(prefix="kdvfs-whatif-")) / f"{t.name}.{found.gpu}.profile.csv.gz"
+    return str(save_profile(found, path))
 
 
 def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
