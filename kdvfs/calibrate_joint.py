@@ -190,10 +190,9 @@ def vector_of(spec: GpuSpec, best_price_w: float = 400.0) -> np.ndarray:
 
 def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI) -> JointResult:
     """The table method: ``kdvfs.calibrate.calibrate`` (the per-kernel targets) on the neutral card structure, as a
-    ``JointResult``."""
+    ``JointResult``; ``rows`` already passed ``check_table`` (``calibrate_spaan2026``)."""
     from kdvfs.calibrate import FitOptions, calibrate
 
-    check_table(rows, base, trace)
     t_start = time.perf_counter()
     res = calibrate(table_path, trace.kernel_keys, base=table_base(base), options=FitOptions())
     return JointResult(res.spec, res.params, tuple(float(v) for v in vector_of(res.spec)), res.cost, 0,
