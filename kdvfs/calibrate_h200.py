@@ -30,7 +30,7 @@ from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
-__all__ = ["DEFAULT_DATA", "prepared_rows", "onset_rows", "gap_power", "busy_fraction", "FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
+__all__ = ["DEFAULT_DATA", "prepared_rows", "onset_rows", "gap_power", "busy_fraction", "kernel_time_s", "period_s", "FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,22 @@ def busy_fraction(r: dict) -> float:
         return 1.0  # files before session 5 kept only the first 20 kernels' times: the sum is not the invocation's
     us = sum(float(c.get("us") or 0.0) for c in ck)
     b = us * 1e-6 / float(r["time_s"]) if us > 0 else 1.0
-    return float(b) if b < LAUNCH_BOUND_BUSY else 1.0
+    return float(us * 1e-6 / period_s(r)) if b < LAUNCH_BOUND_BUSY else 1.0
+
+
+def period_s(r: dict) -> float:
+    """The time per invocation the entry's energy is averaged over: the window over the invocations
+    (``time_mean_s``; ``power_w`` is the window's energy over that same span). ``time_s`` is the median wait for one
+    invocation, which leaves out the host's own time between invocations (energy-counter and clock reads, the loop):
+    for an entry that idles between launches, that time is GPU idle too."""
+    return float(r.get("time_mean_s") or r["time_s"])
+
+
+def kernel_time_s(r: dict) -> float:
+    """The GPU time of one invocation's kernels: the whole median time for an entry busy throughout, the busy share
+    of the period otherwise."""
+    b = float(r.get("busy", 1.0))
+    return float(r["time_s"]) if b >= 1.0 else b * period_s(r)
 
 
 def _graph_of(r: dict) -> int:
@@ -108,7 +123,7 @@ def zoo_rows(doc: dict) -> list[dict]:
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
                 continue  # no burst timing recorded: the busy share is unknown
-            r["busy"] = min(1.0, float(r["burst_time_s"]) / float(r["time_s"]))
+            r["busy"] = min(1.0, float(r["burst_time_s"]) / period_s(r))
             r["uncapped"] = True
         rows.append(r)
     if not rows:
@@ -149,7 +164,7 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
     busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
-                              [r["name"] for r in rows], np.array([r["time_s"] for r in rows]) * busy,
+                              [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]),
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
                               solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
@@ -206,7 +221,7 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
     busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
-                              [r["name"] for r in rows], np.array([r["time_s"] for r in rows]) * busy, core_mhz=fm,
+                              [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
                               working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w)
@@ -313,10 +328,15 @@ zoo (session 4), then the cache-gaps, step-shapes and duty sets (session 5)."""
 
 
 def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
-    """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``, then the
-    probe's burst-onset row (``onset_rows``); the gap power from the ``gap`` entries (``gap_power``)."""
+    """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``; the gap
+    power from the ``gap`` entries (``gap_power``).
+
+    The probe's burst-onset row (``onset_rows``) is not fitted, only reported (``onset_check``): it is NVML's
+    instantaneous power, which averages over its own window and lags a burst's onset (815 W read for the 4096³ GEMM
+    at 1980 MHz), while the duty entries time the same GEMM at 1980 MHz in bursts and read the energy counter (their
+    energy, less the gaps at the gap power, gives 920–980 W per burst). The duty entries set the voltage curve's slope."""
     rows, gaps, paths, docs = load_rows(data)
-    return rows + onset_rows(docs), (gap_power(gaps) if gaps else None), paths, docs
+    return rows, (gap_power(gaps) if gaps else None), paths, docs
 
 
 def run_h200_fit(data, command: str = "") -> dict:
@@ -326,6 +346,7 @@ def run_h200_fit(data, command: str = "") -> dict:
     are predicted with; they are not fitted."""
     rows, gap_w, paths, docs = prepared_rows(data)
     gaps = load_rows(data)[1]
+    onset = onset_rows(docs)
     x = fit_h200(rows, gap_w)
     spec = spec_from_vector(x)
     train = rows[0::2]
@@ -346,6 +367,9 @@ def run_h200_fit(data, command: str = "") -> dict:
                                                g["sm_mhz_median"], "time_s": g["time_s"]} for g in gaps],
                 "note": "the GPU between kernels (a tiny kernel every 100 µs / 1 ms, nothing launched): the power of "
                         "a training step's host gaps and of the idle share of launch-bound entries"},
+        "onset_check": _report(spec, onset, gap_w=gap_w) | {
+            "note": "not fitted: NVML's instantaneous power at the probe's burst onsets, a lagging reading (see "
+                    "prepared_rows); the duty entries' energy counter measures the same GEMM's bursts"} if onset else None,
         "fit_clock_solved": {k: v for k, v in _report(spec, rows, known_clock=False, gap_w=gap_w).items()
                              if k != "per_kernel"}
         | {"note": "the same fit, each kernel's capture clock not given but solved with its activity"},
