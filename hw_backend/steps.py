@@ -28,7 +28,8 @@ __all__ = ["MODELS", "measure_steps"]
 
 log = logging.getLogger(__name__)
 
-MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m")
+MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
+          "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base")
 
 
 def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
@@ -60,6 +61,23 @@ def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
                            word_embed_proj_dim=64 if small else 512, vocab_size=50272, max_position_embeddings=2048,
                            do_layer_norm_before=False)
         cls, batch, seq = tf.OPTForCausalLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "pythia-410m":  # Pythia-410m's shape (GPT-NeoX: parallel attention and MLP, partial rotary)
+        cfg = tf.GPTNeoXConfig(hidden_size=128 if small else 1024, intermediate_size=512 if small else 4096,
+                               num_hidden_layers=2 if small else 24, num_attention_heads=4 if small else 16,
+                               vocab_size=50304, max_position_embeddings=2048, rotary_pct=0.25)
+        cls, batch, seq = tf.GPTNeoXForCausalLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "phi-1.5":  # Phi-1.5's shape (partial rotary, GELU MLP, parallel blocks)
+        cfg = tf.PhiConfig(hidden_size=128 if small else 2048, intermediate_size=512 if small else 8192,
+                           num_hidden_layers=2 if small else 24, num_attention_heads=4 if small else 32,
+                           vocab_size=51200, max_position_embeddings=2048, partial_rotary_factor=0.5)
+        cls, batch, seq = tf.PhiForCausalLM, (2 if small else 4), (64 if small else 2048)
+    elif name == "mistral-0.4b":  # a small Mistral (grouped-query attention, SiLU MLP, RMSNorm)
+        cfg = tf.MistralConfig(hidden_size=128 if small else 1024, intermediate_size=256 if small else 3584,
+                               num_hidden_layers=2 if small else 16, num_attention_heads=4 if small else 16,
+                               num_key_value_heads=2 if small else 4, vocab_size=32000, max_position_embeddings=4096)
+        cls, batch, seq = tf.MistralForCausalLM, (2 if small else 8), (64 if small else 2048)
+    elif name == "vit-base":  # ViT-B/16 on 224x224 images (a convolution patch embedding, no vocabulary)
+        return _vit(torch, dev, small)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
     cfg._attn_implementation = "sdpa"
@@ -84,6 +102,38 @@ def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
                                                             if isinstance(v, (int, float, str, bool))},
             "batch": batch, "seq": seq, "parameters": n, "precision": "bf16 autocast, fp32 weights, AdamW (foreach)",
             "transformers": tf.__version__}
+    return step, info
+
+
+def _vit(torch, dev: str, small: bool) -> tuple[Callable[[], None], dict]:
+    import transformers as tf
+
+    cfg = tf.ViTConfig(hidden_size=64 if small else 768, intermediate_size=128 if small else 3072,
+                       num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
+                       image_size=32 if small else 224, patch_size=16, num_labels=1000)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with torch.device(dev):
+        model = tf.ViTForImageClassification(cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator(device=dev).manual_seed(0)
+    batch = 2 if small else 128
+    x = torch.randn((batch, 3, cfg.image_size, cfg.image_size), device=dev, generator=g)
+    y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
+    ac = torch.autocast(dev, dtype=torch.bfloat16)
+
+    def step() -> None:
+        with ac:
+            loss = model(pixel_values=x, labels=y).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    info = {"model": "vit-base", "class": "ViTForImageClassification", "config": {
+        k: v for k, v in cfg.to_dict().items() if isinstance(v, (int, float, str, bool))}, "batch": batch,
+        "seq": (cfg.image_size // cfg.patch_size) ** 2 + 1, "parameters": sum(p.numel() for p in model.parameters()),
+        "precision": "bf16 autocast, fp32 weights, AdamW (foreach)", "transformers": tf.__version__}
     return step, info
 
 
