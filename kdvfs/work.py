@@ -166,7 +166,9 @@ def _shape_list(dims: object) -> list[list[int]]:
 _GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
              "aten::_addmm_activation")
 _ATTN_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|cudnn_attention", re.I)
-_MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorListMetadata<(\d+)", re.I)
+# the lists' depth: TensorListMetadata<N>, or TensorListScalarListMetadata<scalar_t, N> (ops with a list of scalars,
+# such as the foreach AdamW's addcdiv_ and div_ by the bias corrections)
+_MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorList(?:ScalarList)?Metadata<(?:\w+,\s*)?(\d+)", re.I)
 _BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)

@@ -143,6 +143,13 @@ def test_work_estimates_fixed_in_session5():
     w = work_from_name("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
                        "namespace)::TensorListMetadata<2>, float>", "optimizer", (320, 1, 1), (512, 1, 1), 60e-6)
     assert w.bytes == pytest.approx(320 * 65536 * 3 * 4)
+    # the same with a list of scalars (the foreach AdamW's addcdiv_ and div_): three lists read, one written; these
+    # fell through to the generic estimate (one element per thread: 1/(4·65536/512) of the work) before
+    w = work_from_name("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+                       "namespace)::TensorListScalarListMetadata<float, 3>, at::native::(anonymous namespace)::"
+                       "PointwiseOpScalarListFunctor<float, 3, 3, 0>, std::divides<float> >", "optimizer", (320, 1, 1),
+                       (512, 1, 1), 60e-6)
+    assert w.flops == pytest.approx(320 * 65536 * 3) and w.bytes == pytest.approx(320 * 65536 * 4 * 4)
 
 
 def test_auto_is_the_fastest_setting_on_a_held_out_step():
