@@ -88,7 +88,7 @@ class ZooKernel:
         if self.op in ("layer_norm", "rms_norm"):
             return norm_work(n, d)
         if self.op == "softmax":
-            return softmax_work(n, d)
+            return softmax_work(n, d, row=s[-1])
         if self.op in ("copy", "transpose"):
             return copy_work(n, d)
         if self.op == "cast":  # 16-bit up to fp32, fp32 down to bf16 (autocast's weight casts)

@@ -117,6 +117,11 @@ def zoo_rows(doc: dict) -> list[dict]:
         if "skipped" in k:
             continue
         r = dict(k, role=row_role(k, defs))
+        z = defs.get(k["name"])
+        if z is not None and z.op != "idle":  # the work from the entry's shape by today's estimates (kdvfs.work), as
+            w = z.work  # a trace's kernels get theirs on every import; the file's own numbers are kept beside
+            if (w.flops, w.bytes) != (r["flops"], r["bytes"]):
+                r.update(flops=w.flops, bytes=w.bytes, recorded_flops=r["flops"], recorded_bytes=r["bytes"])
         g = max(1, _graph_of(r))
         r["ws_bytes"] = float(r["bytes"]) / g
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0

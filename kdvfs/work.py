@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "op_work", "reduction_work", "softmax_work", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "norm_work", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
 
@@ -134,9 +134,21 @@ def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source
     return Work(float(numel * (12 if backward else 8)), float(numel * passes * _size(dtype)), dtype, False, source)
 
 
-def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes") -> Work:
-    """Softmax along the last dimension: max, exp, sum, divide (~5 FLOPs per element); one read, one write."""
-    return Work(float(numel * 5), float(numel * 2 * _size(dtype)), dtype, False, source)
+SOFTMAX_SMEM_BYTES = 48 * 1024
+"""PyTorch's softmax keeps a row on chip when it fits in a block's default shared memory (48 KiB; the warp-per-row
+kernel for short rows, ``cunn_SoftMaxForwardSmem`` for longer ones); a longer row (a vocabulary's log-softmax in fp32:
+32 000 × 4 B) runs ``cunn_SoftMaxForward`` / ``cunn_SoftMaxBackward``, which read it once per pass (ATen SoftMax.cu)."""
+
+
+def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes", *, row: int | None = None,
+                 backward: bool = False) -> Work:
+    """Softmax (or log-softmax) along the last dimension of ``row`` elements: max, exp, sum, divide (~5 FLOPs per
+    element). Forward: one read, one write, or, for a row longer than ``SOFTMAX_SMEM_BYTES``, three reads (max, sum of
+    exponentials, output) and one write. Backward: the gradient and the output read, the input's gradient written
+    (three accesses), or for a long row both read twice (the row's dot product, then the result): five."""
+    long_row = row is not None and row * _size(dtype) > SOFTMAX_SMEM_BYTES
+    passes = (5 if long_row else 3) if backward else (4 if long_row else 2)
+    return Work(float(numel * 5), float(numel * passes * _size(dtype)), dtype, False, source)
 
 
 def copy_work(numel: int, dtype: str = "bf16", *, out_dtype: str | None = None, source: str = "shapes") -> Work:
@@ -252,7 +264,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if _NORM_OPS.search(full):
         return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name)
     if _SOFTMAX_OPS.search(full):
-        return softmax_work(_numel(shapes[0]), dt)
+        return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
+                            backward=backward or "backward" in name)
     if _REDUCE_OPS.search(full):
         return reduction_work(_numel(shapes[0]), 1, dt)
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
