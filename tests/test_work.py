@@ -116,8 +116,9 @@ def test_size_matters_on_the_h200():
     p = default_params(tr, spec)  # capture clock unknown: times taken as at the boost clock
     ev = evaluate(spec, p, np.array([AUTO]), np.array([AUTO]))
     f8, f2 = ev.core_mhz[0, 0], ev.core_mhz[1, 0]
-    # different activity and clock, both throttled (the order needs FLOPs per cycle, i.e. the capture clock: below)
-    assert p.uc[0] != p.uc[1] and abs(f8 - f2) > 50 and max(f8, f2) < spec.boost_core_mhz and ev.throttled[:2, 0].all()
+    # different activity and clock, both throttled (the order needs FLOPs per cycle, i.e. the capture clock: below);
+    # since session 6's fit the voltage curve rises, so an activity difference moves the capped clock less (32 MHz here)
+    assert p.uc[0] != p.uc[1] and abs(f8 - f2) > 20 and max(f8, f2) < spec.boost_core_mhz and ev.throttled[:2, 0].all()
     # with the clocks they were measured at alone (1470 and 1740 MHz), the 8192³ GEMM lands on its measured clock;
     # the 2048³ at ~1540 MHz (validation/h200/characterization/README.md: FLOPs per cycle)
     w8, w2 = gemm_work(8192, 8192, 8192), gemm_work(2048, 2048, 2048)
