@@ -14,6 +14,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ import numpy as np
 from hw_backend.characterize import Sampler
 from kdvfs.errors import HardwareError, InputError
 
-__all__ = ["MODELS", "measure_steps"]
+__all__ = ["MODELS", "measure_steps", "parse_model"]
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base")
 
 
-def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
+def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
     import transformers as tf
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -77,10 +78,11 @@ def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
                                num_key_value_heads=2 if small else 4, vocab_size=32000, max_position_embeddings=4096)
         cls, batch, seq = tf.MistralForCausalLM, (2 if small else 8), (64 if small else 2048)
     elif name == "vit-base":  # ViT-B/16 on 224x224 images (a convolution patch embedding, no vocabulary)
-        return _vit(torch, dev, small)
+        return _vit(torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
     cfg._attn_implementation = "sdpa"
+    batch = batch_override or batch
     torch.manual_seed(0)
     with torch.device(dev):
         model = cls(cfg)
@@ -105,7 +107,7 @@ def _hf(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
     return step, info
 
 
-def _vit(torch, dev: str, small: bool) -> tuple[Callable[[], None], dict]:
+def _vit(torch, dev: str, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
     import transformers as tf
 
     cfg = tf.ViTConfig(hidden_size=64 if small else 768, intermediate_size=128 if small else 3072,
@@ -118,7 +120,7 @@ def _vit(torch, dev: str, small: bool) -> tuple[Callable[[], None], dict]:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator(device=dev).manual_seed(0)
-    batch = 2 if small else 128
+    batch = batch_override or (2 if small else 128)
     x = torch.randn((batch, 3, cfg.image_size, cfg.image_size), device=dev, generator=g)
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
     ac = torch.autocast(dev, dtype=torch.bfloat16)
@@ -137,11 +139,14 @@ def _vit(torch, dev: str, small: bool) -> tuple[Callable[[], None], dict]:
     return step, info
 
 
-def _block(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
+def _block(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
     from hw_backend.workloads import BlockConfig, BlockWorkload
 
     prec = name.split("-")[1]
-    cfg = BlockConfig(precision=prec, **({"hidden": 128, "heads": 4, "batch": 2, "seq": 64} if small else {}))
+    kw: dict = {"hidden": 128, "heads": 4, "batch": 2, "seq": 64} if small else {}
+    if batch_override:
+        kw["batch"] = batch_override
+    cfg = BlockConfig(precision=prec, **kw)
     wl = BlockWorkload(cfg, device="cuda" if torch.cuda.is_available() else "cpu")
     info = {"model": name, "class": "hw_backend.workloads.BlockWorkload", "config": {
         "hidden": cfg.hidden, "heads": cfg.heads}, "batch": cfg.batch, "seq": cfg.seq, "precision": prec,
@@ -149,13 +154,31 @@ def _block(name: str, torch, small: bool) -> tuple[Callable[[], None], dict]:
     return (lambda: wl.step(label=True)), info
 
 
+_BATCH = re.compile(r"^(?P<base>.+)-b(?P<batch>\d+)$")
+
+
+def parse_model(spec: str) -> tuple[str, int | None]:
+    """``llama-0.5b`` → (``llama-0.5b``, None); ``llama-0.5b-b2`` → (``llama-0.5b``, 2): a model of ``MODELS`` at
+    another batch size (per GPU). ``InputError`` for anything else."""
+    if spec in MODELS:
+        return spec, None
+    m = _BATCH.match(spec)
+    if m and m["base"] in MODELS and int(m["batch"]) >= 1:
+        return m["base"], int(m["batch"])
+    raise InputError(f"model {spec!r} is not one of {', '.join(MODELS)}, nor one of them with a batch size as "
+                     "'-b<N>' (e.g. llama-0.5b-b2)")
+
+
 def build(name: str, small: bool = False):
-    """(step function, info) of one model; ``small`` shrinks it for CPU dry runs."""
+    """(step function, info) of one model (``parse_model``: a name, optionally ``-b<N>`` for another batch size);
+    ``small`` shrinks it for CPU dry runs."""
     import torch
 
-    if name.startswith("block-"):
-        return _block(name, torch, small)
-    return _hf(name, torch, small)
+    base, batch = parse_model(name)
+    step, info = _block(base, torch, small, batch) if base.startswith("block-") else _hf(base, torch, small, batch)
+    if batch:
+        info = dict(info, model=name, base_model=base)
+    return step, info
 
 
 def _record(step, out: Path, torch, warmup: int = 3) -> dict:

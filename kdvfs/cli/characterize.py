@@ -90,14 +90,16 @@ def cmd_characterize(a) -> int:
 
 def cmd_steps(a) -> int:
     from hw_backend.nvml import NvmlBackend
-    from hw_backend.steps import MODELS, measure_steps
+    from hw_backend.steps import MODELS, measure_steps, parse_model
 
     _refuse_control(a)
     _check_windows(a)
     models = [m.strip() for m in a.models.split(",")] if a.models else list(MODELS)
-    bad = [m for m in models if m not in MODELS]
-    if bad:
-        raise InputError(f"--models: {', '.join(bad)} unknown; choose from {', '.join(MODELS)}")
+    for m in models:
+        try:
+            parse_model(m)
+        except InputError as e:
+            raise InputError(f"--models: {e}") from None
     be = NvmlBackend(observe_only=True)
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
     doc = measure_steps(be, a.output, models=models, window_s=a.window, warmup_s=a.warmup, small=a.small, command=cmd,
@@ -167,7 +169,8 @@ def register(sub, j) -> None:
 
     sp = j(sub.add_parser("measure-steps", help="observe-only: real training steps' energy, time and clock"))
     sp.add_argument("-o", "--output", required=True, help="folder for steps.json and the recorded traces")
-    sp.add_argument("--models", help="comma-separated (default: all)")
+    sp.add_argument("--models", help="comma-separated (default: all); a name with -b<N> runs it at batch N per GPU "
+                                      "(e.g. llama-0.5b-b2)")
     sp.add_argument("--window", type=float, default=10.0, help="measured window per model, seconds (default 10)")
     sp.add_argument("--warmup", type=float, default=2.0)
     sp.add_argument("--small", action="store_true", help="tiny models (dry run)")
