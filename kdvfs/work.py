@@ -344,9 +344,11 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
                    time_s: float, *, peak_flops: Mapping[str, float] | None = None) -> Work | None:
     """A documented estimate of a kernel's work from its name and launch grid, or ``None`` when it gives nothing.
 
-    GEMM and attention kernels: compute-bound by their name; FLOPs are what the kernel's duration allows at the
-    dtype's peak rate (``peak_flops``, FLOP/s), bytes a fortieth of that (intensity 40 FLOP/byte, the least of a
-    tiled GEMM large enough to have a tile name). Memory-bound categories: the launch's threads × the vector width
+    GEMM and attention kernels: compute-bound by their name; FLOPs are what the kernel's duration allows at 70 % of
+    the dtype's peak rate (``peak_flops``, FLOP/s); bytes the compulsory traffic of the cube GEMM with those FLOPs
+    (3 n² elements for 2 n³ FLOPs), the least such a GEMM moves. On the H200 steps recorded with shapes this gives
+    0.55–0.95× the shapes' bytes (time-weighted) where the earlier "a fortieth of the FLOPs" gave 13–133×, which
+    maxed out the memory-traffic power of every shape-less GEMM. Memory-bound categories: the launch's threads × the vector width
     (from ``elementwise_kernel<N``, else 4) elements, read and written once in the name's dtype.
     """
     dt = _name_dtype(name, category)
@@ -357,7 +359,10 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
         if not rate:
             return None
         flops = rate * time_s * 0.7  # a named tile GEMM reaches ~70 % of peak (the zoo's large GEMMs: 65–80 %)
-        return Work(flops, flops / 40.0, dt, dt in ("bf16", "fp16", "tf32"), "name")
+        # the compulsory traffic of the cube GEMM with those FLOPs (n³ multiply-adds: A, B read and C written once, n²
+        # elements each): the least a GEMM of that size moves; a rectangular one moves up to ~2× more
+        n = (flops / 2.0) ** (1.0 / 3.0)
+        return Work(flops, 3.0 * n * n * _size(dt), dt, dt in ("bf16", "fp16", "tf32"), "name")
     mt = _MULTI_TENSOR.search(name)
     if mt and grid:
         # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not

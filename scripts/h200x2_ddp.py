@@ -284,7 +284,7 @@ def main() -> int:
     # one profiled step per rank
     acts = [torch.profiler.ProfilerActivity.CPU] + ([] if a.dry_run else [torch.profiler.ProfilerActivity.CUDA])
     dist.barrier()
-    with torch.profiler.profile(activities=acts,
+    with torch.profiler.profile(activities=acts, record_shapes=True,  # op shapes: FLOPs and bytes of each kernel
                                 schedule=torch.profiler.schedule(wait=1, warmup=2, active=1, repeat=1)) as prof:
         for i in range(4):  # no synchronisation before the recorded step: it runs as the measured ones (host ahead)
             step()

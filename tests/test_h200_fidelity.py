@@ -151,6 +151,23 @@ def test_work_estimates_fixed_in_session5():
     assert w.flops == pytest.approx(320 * 65536 * 3) and w.bytes == pytest.approx(320 * 65536 * 4 * 4)
 
 
+def test_shapeless_gemm_bytes_are_near_the_shapes():
+    """A GEMM without recorded shapes gets the cube GEMM's compulsory traffic for the FLOPs its duration allows: on
+    the Llama step's GEMMs (which have shapes) that is within 0.3–1.5× of the shapes' bytes, time-weighted ~0.55×
+    (a fortieth of the FLOPs, the earlier estimate, was ~33× too many)."""
+    from kdvfs.importers import import_kineto
+    from kdvfs.work import NAME_PEAK_FLOPS
+
+    tr = import_kineto(ROOT / "validation/h200/steps/llama-0.5b.kineto.json.gz", name="llama").trace
+    r, w = [], []
+    for k in tr.kernels:
+        if k.category == "gemm" and k.work_source == "shapes" and k.bytes > 0:
+            x = work_from_name(k.name, "gemm", None, None, k.time_s, peak_flops=NAME_PEAK_FLOPS)
+            r.append(x.bytes / k.bytes)
+            w.append(k.time_s)
+    assert len(r) > 10 and 0.3 < np.median(r) < 1.5 and 0.3 < np.average(r, weights=w) < 1.5
+
+
 def test_softmax_long_rows_read_once_per_pass():
     """A softmax row longer than a block's 48 KiB of shared memory (a vocabulary's fp32 log-softmax) is read once per
     pass: three reads and a write forward, five accesses backward; a short row is read once (the zoo's fp32 softmax over
