@@ -306,6 +306,23 @@ def limiter_for(spec: GpuSpec) -> LimiterModel | None:
     return LIMITERS[spec.name]
 
 
+def gap_power_for(spec: GpuSpec) -> float | None:
+    """The card's power with the GPU idle but clocked between kernels (host gaps): the bundled card fit's
+    ``gap_power_w`` (the zoo's gap entries, ``kdvfs calibrate-h200``), else the limiter fit's idle plant, else None."""
+    import json
+
+    from kdvfs.bundled import bundled_dir
+
+    for name, path in (("params", "gap_power_w"), ("plants", "idle")):
+        f = bundled_dir() / (f"{spec.name}.fit.json" if name == "params" else f"{spec.name}.limiter.json")
+        if f.exists():
+            d = json.loads(f.read_text()).get(name, {})
+            v = d.get(path) if name == "params" else d.get(path, {}).get("a_w")
+            if v is not None:
+                return float(v)
+    return None
+
+
 def limiter_params(trace, spec: GpuSpec, lim: LimiterModel) -> KernelParams:
     """The trace's kernel model (``kdvfs.bundled.model_params``) with its recorded durations anchored at the clock
     the limiter allowed the recorded all-auto step (``anchor_to_limiter``): what the simulator uses under the limiter,

@@ -237,13 +237,16 @@ def measured_collective_powers(meas: dict, idle_w: float) -> dict | None:
 
 
 def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
-                      measured_collectives: bool = False) -> dict:
+                      measured_collectives: bool = False, limiter: bool | None = None) -> dict:
     """The DDP step measured on two GPUs (``measurements.json``, ``rank*.kineto.json.gz`` in ``folder``) against the
     multi-rank replay (``simulator.ranks``), each kernel's power from the card's model (nothing fitted to these
     measurements). Writes the imported multi-rank trace (``ranks.trace.json.gz``) beside the files.
     ``measured_collectives``: the NCCL kernels at the collective-alone powers measured in the same run (transfer;
-    waiting) instead of the kernel model's collective category."""
+    waiting) instead of the kernel model's collective category. ``limiter``: replay under the card's windowed power
+    limiter (``simulator.ranks.rank_powers(limiter=True)``, no instantaneous cap) rather than each kernel throttled
+    alone; ``None`` (the default): where the card has a fitted limiter. The other replay is reported beside it."""
     from kdvfs.gpus import get_gpu
+    from kdvfs.limiter import limiter_for
     from kdvfs.multirank import import_ranks, save_multitrace
     from simulator.ranks import build_graph, rank_powers, replay_ranks
 
@@ -257,13 +260,20 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
     if measured_collectives and coll is None:
         raise FormatError(f"{folder}: no collective-alone windows (record with `python -m scripts.h200x2_ddp --extra`); "
                           "drop --measured-collectives")
-    powers = rank_powers(mt, spec)
-    if coll:
-        for r, t in enumerate(mt.ranks):
-            is_c = np.array([t.kernels[i].category == "collective" for i in t.instances()])
-            powers[r] = np.where(is_c, coll["transfer_power_w"], powers[r])
-    sim = replay_ranks(mt, spec, graph=build_graph(mt), powers=powers,
-                       wait_power_w=coll["wait_power_w"] if coll else None)
+    use_lim = (limiter_for(spec) is not None) if limiter is None else limiter
+    graph = build_graph(mt)
+
+    def replay(lim: bool):
+        powers = rank_powers(mt, spec, limiter=lim)
+        if coll:
+            for r, t in enumerate(mt.ranks):
+                is_c = np.array([t.kernels[i].category == "collective" for i in t.instances()])
+                powers[r] = np.where(is_c, coll["transfer_power_w"], powers[r])
+        return replay_ranks(mt, spec, graph=graph, powers=powers, wait_power_w=coll["wait_power_w"] if coll else None,
+                            cap_w=float("inf") if lim else None)
+
+    sim = replay(use_lim)
+    other = replay(not use_lim) if limiter_for(spec) is not None else None
     summ = mt.summary()
     rows = []
     for r, m in enumerate(sorted(meas["ranks"], key=lambda x: x["rank"])):
@@ -282,6 +292,8 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
             "simulated_step_time_s": sim.time_s, "simulated_step_energy_j": sim.per_gpu_energy_j[r],
             "time_error_pct": 100 * (sim.time_s / t_meas - 1),
             "energy_error_pct": 100 * (sim.per_gpu_energy_j[r] / e_meas - 1),
+            **({f"{'isolated' if use_lim else 'limiter'}_energy_error_pct":
+                100 * (other.per_gpu_energy_j[r] / e_meas - 1)} if other is not None else {}),
             "trace_span_s": summ["ranks"][r]["span_s"], "trace_kernel_time_s": summ["ranks"][r]["kernel_time_s"],
             "trace_collective_share": sim.collective_time_s[r] / sim.time_s,
             "trace_exposed_collective_share": sim.exposed_collective_s[r] / sim.time_s,
@@ -290,6 +302,8 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
             "collectives": summ["ranks"][r]["collectives"],
         })
     return {"gpu": gpu, "graph_edges": sim.edges, "collective_powers": coll or "kernel model (collective category)",
+            "replay": "under the card's windowed power limiter (steady ceiling per rank, no instantaneous cap)"
+                      if use_lim else "each kernel throttled alone at the cap",
             "power_cap_w": spec.cap_w, "model": meas.get("model"), "torch": meas.get("torch"),
             "nccl": meas.get("nccl"), "ranks": rows,
             "targets": {"time_within_5pct": all(abs(x["time_error_pct"]) <= 5 for x in rows),

@@ -134,16 +134,40 @@ def build_graph(mt: MultiTrace) -> nx.DiGraph:
     return g
 
 
-def rank_powers(mt: MultiTrace, spec: GpuSpec) -> list[np.ndarray]:
+def rank_powers(mt: MultiTrace, spec: GpuSpec, limiter: bool = False) -> list[np.ndarray]:
     """Each instance's power at the card's own clocks, from the kernel model of its category, FLOPs and bytes, with
-    each kernel's time anchored to its recorded duration (``kdvfs.model.default_params``)."""
+    each kernel's time anchored to its recorded duration (``kdvfs.model.default_params``): each kernel throttled on its
+    own at the cap.
+
+    ``limiter`` (on a card with a fitted power limiter, ``kdvfs.limiter.limiter_for``): instead, as
+    ``kdvfs validate-steps`` does for one GPU, every kernel of a rank runs at the limiter's steady ceiling for that
+    rank's recorded step, and its duration is anchored there. The step's average power is the gap power
+    (``kdvfs.limiter.gap_power_for``) plus each kernel's power above it over the rank's recorded span, so kernels that
+    overlap (a collective beside the backward pass) add their increments, and the span's idle time draws the gap
+    power. Replay such powers without the concurrent cap (``replay_ranks(cap_w=inf)``): the limiter holds a windowed
+    average, not each instant."""
+    from kdvfs.gpus import AUTO
+    from kdvfs.limiter import CeilingTables, anchor_to_limiter, gap_power_for, limiter_for
     from kdvfs.model import default_params, evaluate
 
+    lim = limiter_for(spec) if limiter else None
+    if limiter and lim is None:
+        raise InputError(f"{spec.name} has no fitted power limiter; replay without it (isolated throttling)")
+    gap_w = gap_power_for(spec) if lim is not None else None
+    spans = [r["span_s"] for r in mt.summary()["ranks"]] if lim is not None else []
     out = []
-    for t in mt.ranks:
+    for r, t in enumerate(mt.ranks):
         p = default_params(t, spec)
-        ev = evaluate(spec, p, np.array([0]), np.array([0]))
-        out.append(ev.power_w[:, 0][t.instances()])
+        if lim is None:
+            ev = evaluate(spec, p, np.array([0]), np.array([0]))
+            out.append(ev.power_w[:, 0][t.instances()])
+            continue
+        # the span less the kernels' summed time: negative where kernels overlap (their increments above the gap
+        # power add), positive where the rank idles
+        rest = spans[r] - float(t.repeats @ t.times_s)
+        pa, f = anchor_to_limiter(spec, p, t.times_s, t.repeats, lim, (rest, gap_w or 0.0))
+        pw = CeilingTables.from_params(spec, pa, [(AUTO, AUTO)]).at(f)[1][:, 0]
+        out.append(pw[t.instances()])
     return out
 
 

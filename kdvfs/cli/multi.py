@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kdvfs.cli.common import out
+from kdvfs.cli.common import add_limiter_arg, limiter_of, out
 from kdvfs.console import print_json, table
 from kdvfs.errors import InputError
 
@@ -32,7 +32,7 @@ def cmd_simulate_ranks(a) -> int:
     """Replay a multi-rank trace through its dependency graph at the recorded clocks (``simulator.ranks``)."""
     from kdvfs.gpus import get_gpu
     from kdvfs.multirank import load_multitrace
-    from simulator.ranks import build_graph, replay_ranks
+    from simulator.ranks import build_graph, rank_powers, replay_ranks
 
     mt = load_multitrace(a.trace)
     spec = get_gpu(a.gpu)
@@ -41,8 +41,11 @@ def cmd_simulate_ranks(a) -> int:
     if wait is not None and not (wait >= 0 and wait < float("inf")):
         raise InputError(f"--collective-wait-power {wait!r} must be a power in watts ≥ 0 (e.g. the card's power "
                          "measured while a collective waits); leave it out to charge the whole kernel at its own power")
-    r = replay_ranks(mt, spec, graph=g, wait_power_w=wait)
+    lim = limiter_of(a, spec)
+    powers = rank_powers(mt, spec, limiter=lim is not None)
+    r = replay_ranks(mt, spec, graph=g, powers=powers, wait_power_w=wait, cap_w=float("inf") if lim is not None else None)
     doc = dict(r.to_dict(), trace=a.trace, gpu=spec.name, world_size=mt.world_size,
+               limiter="windowed limiter, steady ceiling per rank" if lim is not None else "each kernel alone at the cap",
                collective_share=[c / r.time_s for c in r.collective_time_s],
                exposed_collective_share=[c / r.time_s for c in r.exposed_collective_s])
     if a.json:
@@ -65,4 +68,5 @@ def register(sub, j) -> None:
     sp.add_argument("--collective-wait-power", type=float, metavar="W",
                     help="charge a collective kernel at W watts while it waits for the other ranks (its transfer at "
                          "its own power); default: its own power throughout")
+    add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_simulate_ranks)

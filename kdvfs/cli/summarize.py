@@ -38,8 +38,10 @@ def cmd_summarize(a) -> int:
                  f"{s['measured']['overhead_pct']:+.2f} % measured" for name, s in doc["schedules"].items()]
     else:
         mc = " --measured-collectives" if a.measured_collectives else ""
-        doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}{mc}",
-                                          measured_collectives=a.measured_collectives)
+        lm = "" if a.limiter == "auto" else f" --limiter {a.limiter}"
+        doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}{mc}{lm}",
+                                          measured_collectives=a.measured_collectives,
+                                          limiter={"auto": None, "on": True, "off": False}[a.limiter])
         if a.measured_collectives and not a.output:
             out = folder / "comparison_measured_collectives.json"
         lines = [f"rank {r['rank']}: step {1e3 * r['measured_step_time_s']:.2f} ms measured, "
@@ -67,5 +69,8 @@ def register(sub, j) -> None:
     sp.add_argument("--measured-collectives", action="store_true",
                     help="h200x2: NCCL kernels at the collective-alone powers measured in the same run (--extra "
                          "windows) instead of the model's collective category (default: off)")
+    sp.add_argument("--limiter", choices=["auto", "on", "off"], default="auto",
+                    help="h200x2: replay under the card's windowed power limiter (auto: where the card has one) or "
+                         "each kernel throttled alone (off); the other is reported beside it")
     sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder)")
     sp.set_defaults(fn=cmd_summarize)
