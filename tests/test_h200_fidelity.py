@@ -200,4 +200,4 @@ def test_stored_step_check_uses_the_measured_gap_power():
     fit = json.loads((ROOT / "traces/h200.fit.json").read_text())
     chk = json.loads((ROOT / "validation/h200/steps_check.json").read_text())
     assert chk["gap_power_w"] == pytest.approx(fit["params"]["gap_power_w"])
-    assert chk["met"]["of"] == 17 and {r["model"] for r in chk["steps"]} >= {"qwen2-0.5b", "opt-350m", "phi-1.5", "vit-base"}
+    assert chk["met"]["of"] == 23 and {r["model"] for r in chk["steps"]} >= {"qwen2-0.5b", "opt-350m", "phi-1.5", "vit-base"}
