@@ -27,6 +27,7 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
+from kdvfs.importers import _replace_notes, transfer_work
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
@@ -395,33 +396,6 @@ def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "") ->
     if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
         raise InputError(f"not a {FIT_FORMAT} document; write one with `kdvfs calibrate-h200`")
     return apply_h200_fit(base, fit["params"], source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`")
-
-
-def transfer_work(trace, shaped):
-    """``trace`` with the work (FLOPs, bytes, dtype, math, source) of ``shaped``, a recording of the same workload
-    with op shapes: the kernels must match one to one in order, by launching stage and name (else ``InputError``)."""
-    from dataclasses import replace as _replace
-
-    from kdvfs.trace import Segment, Trace
-
-    a, b = trace.kernels, shaped.kernels
-    if len(a) != len(b) or any((x.op, x.name) != (y.op, y.name) for x, y in zip(a, b)):
-        raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels in the same order; "
-                         "record the shaped trace from the same workload, torch and card")
-    it = iter(b)
-    segs = tuple(Segment(s.name, tuple(_replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
-                                                work_source=w.work_source) for k, w in zip(s.kernels, it)),
-                         s.repeat, s.pass_name) for s in trace.segments)
-    return Trace(trace.name, segs, trace.model, trace.batch_size, trace.seq_len, trace.gpu, trace.capture_core_mhz,
-                 trace.capture_mem_mhz, trace.source, trace.licence,
-                 (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
-
-
-def _replace_notes(trace, notes):
-    from kdvfs.trace import Trace
-
-    return Trace(trace.name, trace.segments, trace.model, trace.batch_size, trace.seq_len, trace.gpu,
-                 trace.capture_core_mhz, trace.capture_mem_mhz, trace.source, trace.licence, notes)
 
 
 def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:

@@ -29,7 +29,7 @@ from kdvfs.trace import PASSES, Kernel, Segment, Trace
 from kdvfs.work import kernel_work
 
 __all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "categorize", "import_kineto", "import_spaan_csv",
-           "kernel_from_event", "trace_stem"]
+           "kernel_from_event", "trace_stem", "transfer_work"]
 
 log = logging.getLogger(__name__)
 
@@ -401,3 +401,30 @@ def _pass_of(seg: str) -> str:
     if seg.startswith(("forward", "embedding", "loss")):
         return "forward"
     return "other"
+
+
+def transfer_work(trace, shaped):
+    """``trace`` with the work (FLOPs, bytes, dtype, math, source) of ``shaped``, a recording of the same workload
+    with op shapes: the kernels must match one to one in order, by launching stage and name (else ``InputError``)."""
+    from dataclasses import replace as _replace
+
+    from kdvfs.trace import Segment, Trace
+
+    a, b = trace.kernels, shaped.kernels
+    if len(a) != len(b) or any((x.op, x.name) != (y.op, y.name) for x, y in zip(a, b)):
+        raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels in the same order; "
+                         "record the shaped trace from the same workload, torch and card")
+    it = iter(b)
+    segs = tuple(Segment(s.name, tuple(_replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
+                                                work_source=w.work_source) for k, w in zip(s.kernels, it)),
+                         s.repeat, s.pass_name) for s in trace.segments)
+    return Trace(trace.name, segs, trace.model, trace.batch_size, trace.seq_len, trace.gpu, trace.capture_core_mhz,
+                 trace.capture_mem_mhz, trace.source, trace.licence,
+                 (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
+
+
+def _replace_notes(trace, notes):
+    from kdvfs.trace import Trace
+
+    return Trace(trace.name, trace.segments, trace.model, trace.batch_size, trace.seq_len, trace.gpu,
+                 trace.capture_core_mhz, trace.capture_mem_mhz, trace.source, trace.licence, notes)

@@ -137,7 +137,8 @@ def _timing(doc: Any, imp: Any, where: str) -> RankTiming:
 
 
 def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str = "last",
-                 gpus_per_node: int | None = None, meta: Mapping[str, Any] | None = None) -> MultiTrace:
+                 gpus_per_node: int | None = None, meta: Mapping[str, Any] | None = None,
+                 work_from: Sequence[str | Path] | None = None) -> MultiTrace:
     """Import one Kineto file per rank into one multi-GPU trace.
 
     Args:
@@ -147,6 +148,10 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
         gpus_per_node: GPUs per node of the machine the step ran on; a world size that needs more ranks on a node
             than it has GPUs is refused.
         meta: trace metadata passed to each rank's import.
+        work_from: optionally one more file per rank, in rank order: a step of the same run recorded with op shapes
+            (``record_shapes=True``), whose kernels' FLOPs and bytes each rank's kernels take
+            (``kdvfs.importers.transfer_work``). Recording shapes costs host time, which stretches a launch-bound
+            step; so the timing can come from a step recorded without them and the work from one recorded with them.
     """
     if not paths:
         raise InputError("give one PyTorch profiler trace per rank (e.g. rank0.json.gz rank1.json.gz)")
@@ -188,11 +193,23 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
         if world > gpus_per_node and world % gpus_per_node:
             raise InputError(f"{world} ranks cannot be laid out on nodes of {gpus_per_node} GPUs (a world size above "
                              "one node must be a multiple of the GPUs per node); check --gpus-per-node")
+    if work_from is not None and len(work_from) != len(ordered):
+        raise InputError(f"{len(work_from)} shape-recorded file(s) for {len(ordered)} ranks; give one per rank, in rank "
+                         "order")
     traces, timings = [], []
     for r, (p, d) in enumerate(ordered):
         imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
-        traces.append(imp.trace)
         timings.append(_timing(d, imp, f"rank {r} ({p})"))
+        tr = imp.trace
+        if work_from is not None:
+            from kdvfs.importers import transfer_work
+
+            shaped = import_kineto(work_from[r], name=f"{tr.name}.shapes", step=step, meta=meta).trace
+            try:
+                tr = transfer_work(tr, shaped)
+            except InputError as e:
+                raise InputError(f"rank {r}: {e} ({p} and {work_from[r]})") from None
+        traces.append(tr)
     _check_same_step(traces, [str(p) for p, _ in ordered])
     return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)

@@ -252,8 +252,10 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
 
     folder = Path(folder)
     meas = _load(folder / "measurements.json")
-    files = sorted(folder.glob("rank*.kineto.json.gz"))
-    mt = import_ranks(files, name="gpt2-ddp-h200x2")
+    files = sorted(f for f in folder.glob("rank*.kineto.json.gz") if not f.name.endswith(".shapes.kineto.json.gz"))
+    twins = [f.with_name(f.name.replace(".kineto.json.gz", ".shapes.kineto.json.gz")) for f in files]
+    # the timing from steps recorded without op shapes, the work from their shape-recorded twins where the run has them
+    mt = import_ranks(files, name="gpt2-ddp-h200x2", work_from=twins if all(t.exists() for t in twins) else None)
     save_multitrace(mt, folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
     coll = measured_collective_powers(meas, spec.idle_power_w) if measured_collectives else None

@@ -11,6 +11,7 @@ counter, power, clocks, temperature, limits). Writes into OUT_DIR:
                                NVML energy counter), one window with gradient sync off (no_sync: the compute-only
                                step), power/clock samples, the cards' limits and clocks
   rank0.kineto.json.gz, …      one profiled step per rank (torch.profiler, CPU + CUDA, ProfilerStep annotations)
+  rank0.shapes.kineto.json.gz … the same with op shapes (record_shapes=True): the kernels' work
 
 With --extra, also (per rank, in measurements.json): an idle window (no work, after the warm-up: each card's idle
 power at the clocks it holds then), and two windows of the collective alone (``--bucket-mb`` all-reduces back to
@@ -281,21 +282,24 @@ def main() -> int:
         del buf
     res["after"] = nv.read() if nv else {}
 
-    # one profiled step per rank
+    # one profiled step per rank for the timing (no op shapes: recording them costs host time, which stretches a
+    # launch-bound step), then one with op shapes for the kernels' FLOPs and bytes (`kdvfs trace import … --work-from`)
     acts = [torch.profiler.ProfilerActivity.CPU] + ([] if a.dry_run else [torch.profiler.ProfilerActivity.CUDA])
-    dist.barrier()
-    with torch.profiler.profile(activities=acts, record_shapes=True,  # op shapes: FLOPs and bytes of each kernel
-                                schedule=torch.profiler.schedule(wait=1, warmup=2, active=1, repeat=1)) as prof:
-        for i in range(4):  # no synchronisation before the recorded step: it runs as the measured ones (host ahead)
-            step()
-            if i == 3:
-                sync()  # the recorded (last) step completes before the profiler stops
-            prof.step()
-    tmp = out / f"rank{rank}.kineto.json"
-    prof.export_chrome_trace(str(tmp))
-    (out / f"rank{rank}.kineto.json.gz").write_bytes(gzip.compress(tmp.read_bytes(), mtime=0))
-    tmp.unlink()
-    log(f"trace: {(out / f'rank{rank}.kineto.json.gz').stat().st_size / 1e6:.2f} MB gzipped")
+    for suffix, shapes in (("", False), (".shapes", True)):
+        dist.barrier()
+        with torch.profiler.profile(activities=acts, record_shapes=shapes,
+                                    schedule=torch.profiler.schedule(wait=1, warmup=2, active=1, repeat=1)) as prof:
+            for i in range(4):  # no synchronisation before the recorded step: it runs as the measured ones (host ahead)
+                step()
+                if i == 3:
+                    sync()  # the recorded (last) step completes before the profiler stops
+                prof.step()
+        tmp = out / f"rank{rank}{suffix}.kineto.json"
+        prof.export_chrome_trace(str(tmp))
+        gz = out / f"rank{rank}{suffix}.kineto.json.gz"
+        gz.write_bytes(gzip.compress(tmp.read_bytes(), mtime=0))
+        tmp.unlink()
+        log(f"trace{suffix or ''}: {gz.stat().st_size / 1e6:.2f} MB gzipped")
 
     allres: list = [None] * world
     dist.all_gather_object(allres, res)

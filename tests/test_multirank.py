@@ -213,3 +213,37 @@ def test_simulate_ranks_limiter_switch(tmp_path, capsys):
     assert runs["off"]["limiter"].startswith("each kernel") and runs["on"]["limiter"].startswith("windowed")
     code, _, err = run_cli(["simulate-ranks", "--trace", str(out), "--gpu", "a100", "--limiter", "on"], capsys)
     assert code == 2 and "limiter" in err
+
+
+def test_import_ranks_takes_work_from_shape_recorded_twins(tmp_path, capsys):
+    """The timing from one recording, the kernels' work from a second recording of the same step (with op shapes):
+    matched one to one per rank; a twin of another step is refused."""
+    for sub in ("timing", "shapes", "other"):
+        (tmp_path / sub).mkdir()
+    a = write_ranks(tmp_path / "timing")
+    b = write_ranks(tmp_path / "shapes")
+    for f in b:  # the twin ran its kernels 1.5× longer: their work (estimated from duration and name) differs
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel":
+                e["dur"] *= 1.5
+        f.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    plain = import_ranks(a)
+    mt = import_ranks(a, work_from=b)
+    twin = import_ranks(b)
+    for r in range(2):
+        assert [k.time_s for k in mt.ranks[r].kernels] == [k.time_s for k in plain.ranks[r].kernels]
+        assert [(k.flops, k.bytes) for k in mt.ranks[r].kernels] == [(k.flops, k.bytes) for k in twin.ranks[r].kernels]
+        assert [k.flops for k in mt.ranks[r].kernels] != [k.flops for k in plain.ranks[r].kernels]
+        assert mt.durations_s(r).tolist() == plain.durations_s(r).tolist()
+    with pytest.raises(InputError, match="one per rank"):
+        import_ranks(a, work_from=b[:1])
+    c = write_ranks(tmp_path / "other", layers=True)
+    with pytest.raises(InputError, match="rank 0"):
+        import_ranks(a, work_from=c)
+    code, _, err = run_cli(["trace", "import", str(a[0]), "--work-from", str(b[0]), "-o", str(tmp_path / "x.json")],
+                           capsys)
+    assert code == 2 and "--work-from" in err
+    code, o, _ = run_cli(["trace", "import", str(a[0]), str(a[1]), "--work-from", str(b[0]), "--work-from", str(b[1]),
+                          "-o", str(tmp_path / "m.json.gz"), "--json"], capsys)
+    assert code == 0 and json.loads(o)["world_size"] == 2

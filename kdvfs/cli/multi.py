@@ -15,7 +15,8 @@ def import_ranks_verb(a) -> int:
 
     if a.repeat:
         raise InputError("--repeat applies to one file; a multi-rank import keeps every kernel as recorded")
-    mt = import_ranks(a.file, name=a.name, step=a.step, gpus_per_node=a.gpus_per_node)
+    mt = import_ranks(a.file, name=a.name, step=a.step, gpus_per_node=a.gpus_per_node,
+                      work_from=getattr(a, "work_from", None))
     save_multitrace(mt, a.output)
     doc = dict(mt.summary(), output=str(a.output))
     if a.json:

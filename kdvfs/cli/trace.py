@@ -61,6 +61,9 @@ def cmd_trace_import(a) -> int:
         from kdvfs.cli.multi import import_ranks_verb
 
         return import_ranks_verb(a)
+    if getattr(a, "work_from", None):
+        raise InputError("--work-from is for several ranks (one shape-recorded file per rank); for one trace, record "
+                         "it with record_shapes=True")
     src = Path(a.file[0])
     if not src.exists():
         raise InputError(f"file {str(src)!r} does not exist; check the path")
@@ -123,6 +126,9 @@ def register(sub, j) -> None:
     sp.add_argument("file", nargs="+", help="one file, or one Kineto file per rank of a distributed step")
     sp.add_argument("-o", "--output", required=True)
     sp.add_argument("--gpus-per-node", type=int, help="several ranks: GPUs per node of the machine they ran on")
+    sp.add_argument("--work-from", action="append", metavar="FILE",
+                    help="several ranks: a step of the same run recorded with op shapes, one per rank in rank order "
+                         "(repeat): each rank's kernels take their FLOPs and bytes from it, the timing from FILE…")
     sp.add_argument("--name")
     sp.add_argument("--repeat", action="append",
                     help="SEGMENT=N: repeat count of a segment named by the recorder's kdvfs: labels (e.g. "
