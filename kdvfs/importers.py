@@ -405,16 +405,35 @@ def _pass_of(seg: str) -> str:
 
 def transfer_work(trace, shaped):
     """``trace`` with the work (FLOPs, bytes, dtype, math, source) of ``shaped``, a recording of the same workload
-    with op shapes: the kernels must match one to one in order, by launching stage and name (else ``InputError``)."""
+    with op shapes. The kernels are matched one to one: in order where both launch the same kernels in the same order,
+    else by occurrence of each (launching op, name) — kernels of different streams (a collective beside the backward
+    pass) can start in another order in another step — so each (op, name) must occur equally often in both (else
+    ``InputError``)."""
+    from collections import defaultdict as _dd
     from dataclasses import replace as _replace
 
     from kdvfs.trace import Segment, Trace
 
     a, b = trace.kernels, shaped.kernels
-    if len(a) != len(b) or any((x.op, x.name) != (y.op, y.name) for x, y in zip(a, b)):
-        raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels in the same order; "
-                         "record the shaped trace from the same workload, torch and card")
-    it = iter(b)
+    if len(a) == len(b) and all((x.op, x.name) == (y.op, y.name) for x, y in zip(a, b)):
+        works = list(b)
+    else:
+        by_key: dict = _dd(list)
+        for y in b:
+            by_key[(y.op, y.name)].append(y)
+        count: dict = _dd(int)
+        for x in a:
+            count[(x.op, x.name)] += 1
+        if len(a) != len(b) or any(len(by_key.get(k, [])) != n for k, n in count.items()):
+            raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels; record the "
+                             "shaped trace from the same workload, torch and card")
+        seen: dict = _dd(int)
+        works = []
+        for x in a:
+            k = (x.op, x.name)
+            works.append(by_key[k][seen[k]])
+            seen[k] += 1
+    it = iter(works)
     segs = tuple(Segment(s.name, tuple(_replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
                                                 work_source=w.work_source) for k, w in zip(s.kernels, it)),
                          s.repeat, s.pass_name) for s in trace.segments)

@@ -239,7 +239,7 @@ def test_import_ranks_takes_work_from_shape_recorded_twins(tmp_path, capsys):
     with pytest.raises(InputError, match="one per rank"):
         import_ranks(a, work_from=b[:1])
     c = write_ranks(tmp_path / "other", layers=True)
-    with pytest.raises(InputError, match="rank 0"):
+    with pytest.raises(InputError, match="rank 0.*same kernels"):
         import_ranks(a, work_from=c)
     code, _, err = run_cli(["trace", "import", str(a[0]), "--work-from", str(b[0]), "-o", str(tmp_path / "x.json")],
                            capsys)
@@ -247,3 +247,22 @@ def test_import_ranks_takes_work_from_shape_recorded_twins(tmp_path, capsys):
     code, o, _ = run_cli(["trace", "import", str(a[0]), str(a[1]), "--work-from", str(b[0]), "--work-from", str(b[1]),
                           "-o", str(tmp_path / "m.json.gz"), "--json"], capsys)
     assert code == 0 and json.loads(o)["world_size"] == 2
+
+
+def test_transfer_work_matches_kernels_of_other_streams_by_occurrence():
+    """A collective on another stream can start before or after a compute kernel from one step to the next: the work
+    is matched by each (op, name)'s occurrence; kernels that differ are refused."""
+    from kdvfs.importers import transfer_work
+    from kdvfs.trace import Kernel, Segment, Trace
+
+    def tr(names, flops):
+        ks = tuple(Kernel(name=n, category="gemm" if n.startswith("g") else "collective", time_s=1e-3, flops=f,
+                          op="aten::mm" if n.startswith("g") else "nccl:all_reduce") for n, f in zip(names, flops))
+        return Trace(name="t", segments=(Segment("backward", ks, 1, "backward"),))
+
+    timing = tr(["g1", "nccl", "g2", "g1"], [0.0, 0.0, 0.0, 0.0])
+    shaped = tr(["g1", "g2", "nccl", "g1"], [1.0, 2.0, 3.0, 4.0])
+    got = [k.flops for k in transfer_work(timing, shaped).kernels]
+    assert got == [1.0, 3.0, 2.0, 4.0]  # g1 #1, the collective, g2, g1 #2
+    with pytest.raises(InputError, match="same kernels"):
+        transfer_work(timing, tr(["g1", "g2", "g2", "g1"], [1.0, 2.0, 3.0, 4.0]))
