@@ -111,10 +111,12 @@ def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: s
     return _dp_many(pb, cand, [(lam, sw, mechanism, costs)])[0]
 
 
-def _transition_table(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str) -> np.ndarray:
+def _transition_table(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str,
+                      out: np.ndarray) -> None:
     """Per kernel (not per instance: a kernel recurs ~20 times in an iteration), the extra cost of switching from
-    a to b, stored as (new, old): the first ``tr`` seconds of the kernel run at a. The expressions are those of the
-    per-instance loop this replaced, term for term, so the plans are bit-identical."""
+    a to b, written to ``out`` as (kernel, new, old): the first ``tr`` seconds of the kernel run at a. The operations
+    are those of the per-instance loop this replaced, operand for operand (products and sums commuted only, which
+    IEEE arithmetic leaves bit-identical), so the plans are bit-identical."""
     T = pb.T[:, cand]
     E = pb.E[:, cand]
     # predictive switches cost nothing when they land on time but run the next kernel's head at the old setting when
@@ -122,12 +124,14 @@ def _transition_table(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel
     # whole latency (pessimistic: it keeps switches apart), the exact evaluation then tells the truth
     tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
     ar = np.arange(len(cand))
-    own_k = E + lam * T  # (K, S)
-    frac_k = np.minimum(1.0, tr / T)[:, :, None]  # (K, S_old, 1)
-    trans_k = frac_k * (E[:, :, None] + lam * T[:, :, None]) + (1 - frac_k) * own_k[:, None, :] - own_k[:, None, :]
-    trans_k[:, ar, ar] = np.inf  # staying is not a switch
-    # (new, old): the minimum over old settings then runs along contiguous memory (twice as fast)
-    return trans_k.transpose(0, 2, 1)
+    own = E + lam * T  # (K, S)
+    frac = np.minimum(1.0, tr / T)  # (K, S_old)
+    # frac·(E_old + λT_old) + (1 − frac)·own_new − own_new, built in place (the (K, S, S) temporaries cost more than
+    # the arithmetic)
+    np.multiply((1 - frac)[:, None, :], own[:, :, None], out=out)
+    np.add((frac * (E + lam * T))[:, None, :], out, out=out)
+    np.subtract(out, own[:, :, None], out=out)
+    out[:, ar, ar] = np.inf  # staying is not a switch
 
 
 _BATCH = 16
@@ -150,7 +154,7 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
         stall = costs.stall_s(mechanism, sw)
         stall_cost[j, 0] = stall * costs.idle_power_w + lam * stall
         own[:, j] = E + lam * T
-        trans[:, j] = _transition_table(pb, cand, lam, sw, mechanism)
+        _transition_table(pb, cand, lam, sw, mechanism, trans[:, j])
     trans_list = list(trans)  # indexing a list is cheaper than slicing an array, per step
     own_list = list(own)
     # back pointers, one array per instance in a list (appending is cheaper than storing a row): the instance before
