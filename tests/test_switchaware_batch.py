@@ -106,3 +106,32 @@ def test_many_requests_give_each_its_own_schedule(spaan_problem, monkeypatch):
         alone = _ref_switch_aware(Problem(spaan_problem.trace, spaan_problem.profile), sw, m, 1.0, c)
         assert _bytes(s) == _bytes(alone)
     assert switch_aware(pb, SWITCHES[0], "sync", 1.0) is many[0]  # memoised on the problem
+
+
+def _ref_coarse_switch_aware(pb, granularity, sw, mechanism="sync", slack_pct=0.0, costs=None):
+    """``coarse_switch_aware`` as it stood before it evaluated its tries from their setting indices (a5ec1e0)."""
+    from kdvfs.optimize.switchaware import _coarse_schedule, evaluate_with_switching
+
+    costs = costs or SwitchCosts()
+    budget = pb.budget(slack_pct)
+    lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
+    best = None
+    for gran, d in [(granularity, d) for d in _COARSE_SLACK_STEPS] + [("static", 0.0)]:
+        if slack_pct - d < lo_slack:
+            continue
+        s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
+        ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
+        if ev["time_s"] <= budget * (1 + 1e-12) and (best is None or ev["energy_j"] < best[1]):
+            best = (ev["time_s"], ev["energy_j"], s)
+    return best[2]
+
+
+@pytest.mark.parametrize("mechanism", ["sync", "predictive"])
+def test_coarse_switch_aware_is_the_loop_it_replaced(spaan_problem, mechanism):
+    from kdvfs.optimize import coarse_switch_aware
+
+    costs = SwitchCosts.for_gpu(get_gpu("rtx3080ti"))
+    for sw in SWITCHES:
+        for slack in (0.0, 3.0):
+            new = coarse_switch_aware(spaan_problem, "pass", sw, mechanism, slack, costs)
+            assert _bytes(new) == _bytes(_ref_coarse_switch_aware(spaan_problem, "pass", sw, mechanism, slack, costs))

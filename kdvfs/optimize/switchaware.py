@@ -60,18 +60,19 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     costs = costs or SwitchCosts()
     budget = pb.budget(slack_pct)
     lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
-    best: tuple[float, float, Schedule] | None = None
+    best: tuple[float, float, str, float] | None = None
     for gran, d in [(granularity, d) for d in _COARSE_SLACK_STEPS] + [("static", 0.0)]:
         if slack_pct - d < lo_slack:
             continue
-        s = _coarse_schedule(pb, gran, slack_pct - d, slack_pct)
-        ev = evaluate_with_switching(pb, s, sw, mechanism, costs)
+        # each try evaluated from its setting indices (memoised; the schedule's clocks map back to the same ones),
+        # and only the best made into a schedule
+        ev = _evaluate_sidx(pb, _waste_setting_index(pb, slack_pct - d, gran), sw, mechanism, costs)
         if ev["time_s"] <= budget * (1 + 1e-12) and (best is None or ev["energy_j"] < best[1]):
-            best = (ev["time_s"], ev["energy_j"], s)
+            best = (ev["time_s"], ev["energy_j"], gran, slack_pct - d)
     if best is None:  # cannot happen while static at the slack is a candidate; kept as a safe answer
         return pb.to_schedule(pb.uniform(pb.auto, "auto"), objective="waste", slack_pct=slack_pct,
                               granularity="static", scope="global")
-    return best[2]
+    return _coarse_schedule(pb, best[2], best[3], slack_pct)
 
 
 def _coarse_schedule(pb: Problem, granularity: str, plan_slack_pct: float, slack_pct: float) -> Schedule:
