@@ -13,9 +13,19 @@ import pytest
 
 from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.optimize import Problem
-from kdvfs.optimize.switchaware import (_COARSE_SLACK_STEPS, _card_costs, _dp, _dp_predictive, _evaluate_sidx,
-                                        _late_fractions, _schedule_from_settings, _waste_setting_index,
-                                        candidate_settings, switch_aware, switch_aware_many)
+from kdvfs.optimize.switchaware import (
+    _COARSE_SLACK_STEPS,
+    _card_costs,
+    _dp,
+    _dp_predictive,
+    _evaluate_sidx,
+    _late_fractions,
+    _schedule_from_settings,
+    _waste_setting_index,
+    candidate_settings,
+    switch_aware,
+    switch_aware_many,
+)
 from kdvfs.switching import SwitchCosts, check_mechanism
 
 HOPPER = dataclasses.replace(get_gpu("h200").switch, spread=0.0)

@@ -369,9 +369,13 @@ class _Search:
         self.pb, self.key, self.sw, self.mechanism, self.costs = pb, key, sw, mechanism, costs
         self.slack_pct = slack_pct
         self.budget = pb.budget(slack_pct)
-        self.left = 0
+        self.left = 0  # bisection steps still to take (none before ``start``)
         self.iterations = iterations
         self.results: list[tuple[float, float, np.ndarray, str, dict]] = []
+        self.hi: float | None = None  # λ's bracket (hi None: not yet found) and the next λ
+        self.lo, self.lam = 0.0, 0.0
+        self.cand = np.zeros(0, dtype=np.int64)
+        self.frac_all: np.ndarray | None = None
 
     def consider(self, sidx: np.ndarray, solver: str) -> float:
         ev = _evaluate_sidx(self.pb, sidx, self.sw, self.mechanism, self.costs)
