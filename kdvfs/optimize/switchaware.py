@@ -10,7 +10,7 @@ pass-level optima, or staying at auto: those are evaluated the same way and the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -156,28 +156,33 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
         stall_cost[j, 0] = stall * costs.idle_power_w + lam * stall
         own[:, j] = E + lam * T
         _transition_table(pb, cand, lam, sw, mechanism, trans[:, j])
-    trans_list = list(trans)  # indexing a list is cheaper than slicing an array, per step
-    own_list = list(own)
+    st: float | np.ndarray
+    shape: tuple[int, ...]
+    if B == 1:  # the batch axis dropped: one plan runs the 2-D loop it always did (numpy's overhead per call is less)
+        trans_list, own_list, st, shape = list(trans[:, 0]), list(own[:, 0]), float(stall_cost[0, 0]), (S,)
+    else:  # indexing a list is cheaper than slicing an array, per step
+        trans_list, own_list, st, shape = list(trans), list(own), stall_cost, (B, S)
     # back pointers, one array per instance in a list (appending is cheaper than storing a row): the instance before
     # stayed at the same setting where `stayed[i]`, else came from `from_prev[i]`
     ks = inst.tolist()
     val = own_list[ks[0]].copy()  # E[k0] + lam * T[k0], as computed for the table (the same values)
-    from_prev: list[np.ndarray] = [np.broadcast_to(np.arange(S), (B, S))]
-    stayed: list[np.ndarray] = [np.ones((B, S), dtype=bool)]
-    sw_cost = np.empty((B, S, S))
+    from_prev: list[np.ndarray] = [np.broadcast_to(np.arange(S), shape)]
+    stayed: list[np.ndarray] = [np.ones(shape, dtype=bool)]
+    sw_cost = np.empty(shape + (S,))
     flat = sw_cost.reshape(-1)
-    row_start = (np.arange(B * S) * S).reshape(B, S)
+    row_start = (np.arange(B * S) * S).reshape(shape)
     add, minimum, less_equal = np.add, np.minimum, np.less_equal
+    rows_of: Callable[[np.ndarray], np.ndarray] = (lambda v: v) if B == 1 else (lambda v: v[:, None, :])
     for k in ks[1:]:
-        add((val + stall_cost)[:, None, :], trans_list[k], out=sw_cost)
-        best_prev = sw_cost.argmin(axis=2)
-        best_sw = flat.take(row_start + best_prev)  # sw_cost[b, s, best_prev], without fancy indexing
+        add(rows_of(val + st), trans_list[k], out=sw_cost)
+        best_prev = sw_cost.argmin(axis=-1)
+        best_sw = flat.take(row_start + best_prev)  # sw_cost[(b,) s, best_prev], without fancy indexing
         stayed.append(less_equal(val, best_sw))
         from_prev.append(best_prev)
         val = minimum(val, best_sw)  # where(stayed, val, best_sw): the same values
         val += own_list[k]
     if B == 1:
-        return [cand[_backtrack(stayed, from_prev, 0, int(np.argmin(val[0])))]]
+        return [cand[_backtrack(stayed, from_prev, int(np.argmin(val)))]]
     # all plans back at once: one small gather per instance instead of one Python step per instance and plan
     seq = np.empty((n, B), dtype=np.int64)
     s = val.argmin(axis=1)
@@ -188,14 +193,14 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
     return [cand[seq[:, j]] for j in range(B)]
 
 
-def _backtrack(stayed: list[np.ndarray], from_prev: list[np.ndarray], j: int, s: int) -> np.ndarray:
-    """Plan ``j``'s setting (candidate position) per instance, from its last one back through the pointers."""
+def _backtrack(stayed: list[np.ndarray], from_prev: list[np.ndarray], s: int) -> np.ndarray:
+    """One plan's setting (candidate position) per instance, from its last one back through the pointers."""
     n = len(stayed)
     seq = np.empty(n, dtype=np.int64)
     for i in range(n - 1, -1, -1):
         seq[i] = s
-        if not stayed[i][j, s]:
-            s = int(from_prev[i][j, s])
+        if not stayed[i][s]:
+            s = int(from_prev[i][s])
     return seq
 
 
