@@ -1,4 +1,4 @@
-"""An observe-only session on a real card: each stage alone, the whole step, and what issuing a clock switch costs.
+"""Observe-only measurements on a real card: each stage alone, the step, the cost of issuing a switch, carry-over, noise.
 
 The H200 session of ``python -m scripts.h200_observe OUT`` (``observe_session``) records the GPT-3 XL block's traces,
 then measures over energy-counter windows (``hw_backend.measure.measure_window``):
@@ -8,6 +8,9 @@ then measures over energy-counter windows (``hw_backend.measure.measure_window``
 - the step with a no-op "switch" issued at every stage boundary, by each mechanism (``live_noop_cost``): nothing at
   all (the hook only), a host synchronisation before the no-op (``sync``), an in-stream host function (``callback``,
   with cupy). The boundaries are counted on one step, not assumed.
+
+Two follow-ups: ``carryover`` (``scripts/h200_carryover.py``: does a light stage cost more right after a heavy one?)
+and ``measurement_noise`` (``scripts/h200_measurement_noise.py``: how much one window's measurement scatters).
 
 Nothing here changes a clock, limit or mode: the backend is only read (energy counter, clocks, power). The pieces
 take any ``GpuBackend`` and any workload callables, so tests drive them with ``FakeNvml`` and a simulated workload;
@@ -20,15 +23,17 @@ import functools
 import gzip
 import json
 import logging
+import math
+import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hw_backend.measure import measure_window
 
-__all__ = ["batch_for", "boundaries_per_step", "foreign_trace", "live_noop_cost", "measure_units", "observe_session",
-           "torch_issuers"]
+__all__ = ["batch_for", "boundaries_per_step", "carryover", "foreign_trace", "live_noop_cost", "measure_units",
+           "measurement_noise", "noise_summary", "observe_only_block", "observe_session", "torch_issuers"]
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +46,11 @@ StepRunner = Callable[[Callable[[Any], None] | None], None]
 
 
 def batch_for(unit: Callable[[], None], sync: Callable[[], None], target_s: float = BATCH_TARGET_S,
-              clock: Callable[[], float] = time.perf_counter, trials: int = 10) -> int:
-    """Units per batch so that a batch lasts about ``target_s`` (at least 1), from ``trials`` timed units after three
-    warm-up ones."""
-    for _ in range(3):
+              clock: Callable[[], float] = time.perf_counter, trials: int = 10, warmups: int = 3,
+              rounding: Callable[[float], int] = int) -> int:
+    """Units per batch so that a batch lasts about ``target_s`` (at least 1), from ``trials`` timed units after
+    ``warmups`` untimed ones; ``rounding`` turns the ratio into a whole number (``int`` or ``round``)."""
+    for _ in range(warmups):
         unit()
     sync()
     t = clock()
@@ -52,7 +58,7 @@ def batch_for(unit: Callable[[], None], sync: Callable[[], None], target_s: floa
         unit()
     sync()
     per = (clock() - t) / trials
-    return max(1, int(target_s / per)) if per > 0 else 1
+    return max(1, rounding(target_s / per)) if per > 0 else 1
 
 
 def measure_units(units: Mapping[str, Callable[[], None]], sync: Callable[[], None], backend, *, window_s: float,
@@ -109,6 +115,102 @@ def live_noop_cost(run_step: StepRunner, sync: Callable[[], None], backend, issu
         out[mode] = dict(w.to_dict(), boundaries_per_step=n)
         log.info("live %s %s", mode, out[mode])
     return out
+
+
+def carryover(run_stage: Callable[[str], None], step: Callable[[], None], sync: Callable[[], None], backend, *,
+              heavy: str = "fwd.fc1", lights: tuple[str, ...] = ("bwd.res2", "fwd.res1", "bwd.ln1"), window_s: float,
+              warmup_s: float = 1.0, clock: Callable[[], float] = time.perf_counter,
+              on_progress: Callable[[dict], None] | None = None) -> dict:
+    """Does a light stage cost more energy right after a heavy one than alone? Each light stage L alone, the heavy
+    stage H alone and the pair H then L as one unit, each over its own window; the step before and after (thermal
+    drift). If the card's operating point carries over, E(H+L) − E(H) > E(L): ``energy_ratio_in_pair_vs_alone`` > 1.
+    ``on_progress(doc)`` after each pair, to save progress."""
+
+    def m(fn: Callable[[], None], batch: int = 1) -> dict:
+        return measure_window(fn, sync, backend, window_s=window_s, warmup_s=warmup_s, batch=batch,
+                              clock=clock).to_dict()
+
+    res: dict = {"pairs": {}, "step_before": m(step)}
+    res["heavy_alone"] = m(functools.partial(run_stage, heavy), 10)
+
+    def pair(light: str) -> None:
+        run_stage(heavy)
+        run_stage(light)
+
+    for light in lights:
+        alone = m(functools.partial(run_stage, light), 20)
+        both = m(functools.partial(pair, light), 10)
+        e_in = both["energy_per_iter_j"] - res["heavy_alone"]["energy_per_iter_j"]
+        t_in = both["time_per_iter_s"] - res["heavy_alone"]["time_per_iter_s"]
+        res["pairs"][light] = {"alone": alone, "after_heavy": both, "light_energy_in_pair_j": e_in,
+                               "light_time_in_pair_s": t_in,
+                               "energy_ratio_in_pair_vs_alone": e_in / alone["energy_per_iter_j"]}
+        log.info("%s %s", light, {k: v for k, v in res["pairs"][light].items() if k not in ("alone", "after_heavy")})
+        if on_progress is not None:
+            on_progress(res)
+    res["step_after"] = m(step)
+    return res
+
+
+def measurement_noise(run_stage: Callable[[str], None], sync: Callable[[], None], backend, *, stages: Sequence[str],
+                      rounds: int, window_s: float, warmup_s: float,
+                      clock: Callable[[], float] = time.perf_counter,
+                      on_progress: Callable[[dict], None] | None = None) -> dict:
+    """How much one window's measurement of a stage scatters between repeats, with the study's protocol (one window
+    per kernel and setting): each stage measured ``rounds`` times, the stages interleaved and their order rotated
+    each round so that every window follows a different stage. Returns the batch per stage, every window (with its
+    round) and ``noise_summary`` of them; ``on_progress(doc)`` after each round."""
+    stages = tuple(stages)
+    batch = {st: batch_for(functools.partial(run_stage, st), sync, clock=clock, trials=20, warmups=0, rounding=round)
+             for st in stages}
+    res: dict = {"batch": batch, "windows": {st: [] for st in stages}}
+    for rnd in range(rounds):
+        order = stages[rnd % len(stages):] + stages[:rnd % len(stages)]  # rotate: each stage follows another
+        for st in order:
+            w = measure_window(functools.partial(run_stage, st), sync, backend, window_s=window_s, warmup_s=warmup_s,
+                               batch=batch[st], clock=clock).to_dict()
+            w["round"] = rnd
+            res["windows"][st].append(w)
+            log.info("round %d %-9s %.4f ms %.5f J %.1f W core %s-%s", rnd, st, 1e3 * w["time_per_iter_s"],
+                     w["energy_per_iter_j"], w["power_w"], w["core_mhz_min"], w["core_mhz_max"])
+        if on_progress is not None:
+            on_progress(res)
+    res["summary"] = noise_summary(res["windows"])
+    return res
+
+
+def noise_summary(windows: Mapping[str, list[dict]]) -> dict[str, dict]:
+    """Per stage: its windows' coefficients of variation (%) of time, energy and mean power per iteration, the
+    correlation of log time with log energy, and the mean power."""
+
+    def cv_pct(xs: list[float]) -> float:
+        return 100 * statistics.stdev(xs) / statistics.fmean(xs)
+
+    out = {}
+    for st, ws in windows.items():
+        t = [w["time_per_iter_s"] for w in ws]
+        e = [w["energy_per_iter_j"] for w in ws]
+        p = [w["power_w"] for w in ws]
+        out[st] = {"windows": len(ws), "time_cv_pct": cv_pct(t), "energy_cv_pct": cv_pct(e), "power_cv_pct": cv_pct(p),
+                   "log_time_energy_corr": statistics.correlation([math.log(x) for x in t], [math.log(x) for x in e]),
+                   "mean_power_w": statistics.fmean(p)}
+    return out
+
+
+def observe_only_block(precision: str = "bf16"):
+    """(backend, workload, sync) on this machine's CUDA GPU: ``NvmlBackend(observe_only=True)`` — never a clock, limit
+    or mode change — and the GPT-3 XL block, run once and prepared for stage-by-stage replay; ``sync`` waits for the
+    GPU."""
+    import torch
+
+    from hw_backend.nvml import NvmlBackend
+    from hw_backend.workloads import BlockConfig, BlockWorkload
+
+    be = NvmlBackend(observe_only=True)
+    wl = BlockWorkload(BlockConfig(precision=precision))
+    wl.step()
+    wl.prepare()
+    return be, wl, torch.cuda.synchronize
 
 
 def torch_issuers() -> dict[str, Callable[[], None]]:

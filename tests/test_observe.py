@@ -7,7 +7,15 @@ import pytest
 
 from hw_backend.fake import FakeNvml
 from hw_backend.nvml import NvmlBackend
-from hw_backend.observe import batch_for, boundaries_per_step, live_noop_cost, measure_units
+from hw_backend.observe import (
+    batch_for,
+    boundaries_per_step,
+    carryover,
+    live_noop_cost,
+    measure_units,
+    measurement_noise,
+    noise_summary,
+)
 from hw_backend.sim_workload import SimulatedWorkload
 from kdvfs.gpus import get_gpu
 from kdvfs.model import default_params
@@ -62,3 +70,44 @@ def test_units_alone_measure_their_kernels_time(rig):
     for u in units:
         assert rows[u.name]["time_per_iter_s"] == pytest.approx(expected[u.name], rel=1e-9)
         assert rows[u.name]["batch"] == batch_for(calls[u.name], wl.sync, clock=wl.clock)
+
+
+def _stages(fake, wl, n=3):
+    """The first ``n`` kernels of the trace as named stages of the fake GPU."""
+    names = [u.name for u in wl.units()[:n]]
+    return names, (lambda name: wl.run_unit(wl.units()[names.index(name)]))
+
+
+def test_carryover_finds_none_on_a_device_without_it(spaan_trace):
+    """The fake GPU's kernels cost the same whatever ran before: the light stage's share of the pair is the light
+    stage alone (up to where the windows meet the energy counter's steps, 1 ms here)."""
+    fake = FakeNvml(G, default_params(spaan_trace, G), seed=0, energy_step_s=0.001)
+    be, wl = NvmlBackend(fake, observe_only=True), SimulatedWorkload(spaan_trace, fake)
+    (heavy, *lights), run_stage = _stages(fake, wl)
+    saved = []
+    res = carryover(run_stage, lambda: run_stage(heavy), wl.sync, be, heavy=heavy, lights=tuple(lights), window_s=0.5,
+                    warmup_s=0.0, clock=wl.clock, on_progress=lambda d: saved.append(list(d["pairs"])))
+    assert saved == [lights[:1], lights]
+    for light in lights:
+        p = res["pairs"][light]
+        assert p["light_energy_in_pair_j"] == p["after_heavy"]["energy_per_iter_j"] - res["heavy_alone"]["energy_per_iter_j"]
+        assert p["energy_ratio_in_pair_vs_alone"] == pytest.approx(1.0, rel=0.01)
+    assert res["step_after"]["energy_per_iter_j"] == pytest.approx(res["step_before"]["energy_per_iter_j"], rel=0.01)
+
+
+def test_measurement_noise_rotates_the_stages_and_summarises_the_scatter(spaan_trace):
+    fake = FakeNvml(G, default_params(spaan_trace, G), seed=2, time_noise=0.02, power_noise=0.02)
+    be, wl = NvmlBackend(fake, observe_only=True), SimulatedWorkload(spaan_trace, fake)
+    names, run_stage = _stages(fake, wl)
+    order = []
+    res = measurement_noise(lambda s: (order.append(s), run_stage(s))[1], wl.sync, be, stages=names, rounds=3,
+                            window_s=0.3, warmup_s=0.0, clock=wl.clock)
+    assert all(len(res["windows"][s]) == 3 and [w["round"] for w in res["windows"][s]] == [0, 1, 2] for s in names)
+    for s in names:
+        sm = res["summary"][s]
+        assert sm["windows"] == 3 and 0 < sm["time_cv_pct"] < 10 and 0 < sm["energy_cv_pct"] < 10
+        assert -1 <= sm["log_time_energy_corr"] <= 1
+    assert res["summary"] == noise_summary(res["windows"])
+    # each round starts one stage later, so that a stage's windows follow different stages
+    firsts = [order[i] for i in range(1, len(order)) if order[i] != order[i - 1]]
+    assert names[1] in firsts and names[2] in firsts
