@@ -111,3 +111,16 @@ def test_measurement_noise_rotates_the_stages_and_summarises_the_scatter(spaan_t
     # each round starts one stage later, so that a stage's windows follow different stages
     firsts = [order[i] for i in range(1, len(order)) if order[i] != order[i - 1]]
     assert names[1] in firsts and names[2] in firsts
+
+
+def test_hf_step_times_each_step_between_synchronisations(rig):
+    """``hw_backend.hf_step`` (once scripts/hf_gpt2_step.py) imports without torch; its step timer, on the fake's
+    clock, gives each step's simulated time."""
+    from hw_backend.hf_step import TINY, timed
+
+    fake, _, wl = rig
+    syncs = []
+    ts = timed(lambda: fake.run_kernel(0, 3), lambda: syncs.append(1), 4, clock=wl.clock)
+    one = fake.run_kernel(0, 3)
+    assert ts == pytest.approx([one] * 4, rel=1e-12) and len(syncs) == 8
+    assert (TINY.layers, TINY.hidden, TINY.batch, TINY.seq) == (2, 128, 1, 64)
