@@ -271,6 +271,73 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     return cand[seq]
 
 
+_BATCH_PREDICTIVE = 8
+"""Predictive plans computed together at most (``_dp_predictive_many``): their tables (K × 8 × S × S × ages and
+n × 8 × S × ages floats) stay ~20 MB."""
+
+
+def _dp_predictive_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, np.ndarray]], ages: int = 6
+                        ) -> list[np.ndarray]:
+    """``_dp_predictive`` for several (λ, late fractions) at once, one plan each: the same dynamic programme with a
+    leading batch axis, every element through the same operations as alone, so each plan is bit-identical to its own
+    ``_dp_predictive``."""
+    inst = pb.trace.instances()
+    T = pb.T[:, cand]
+    n, S, A, B, K = len(inst), len(cand), ages, len(jobs), T.shape[0]
+    INF = np.inf
+    own_all = np.stack([pb.E[:, cand] + lam * T for lam, _ in jobs], axis=1)  # (K, B, S)
+    diff = np.empty((K, B, S, S, A))
+    for j in range(B):  # as alone: own_old − own_new per (new, old), repeated along the age axis
+        diff[:, j] = np.repeat(own_all[:, j, None, :, None] - own_all[:, j, :, None, None], A, axis=3)
+    diff_k = list(diff)  # K × (B, S, S', A)
+    own_col = list(own_all[:, :, :, None])  # K × (B, S, 1)
+    frac_l = list(np.stack([f for _, f in jobs], axis=1)[:, :, None])  # n × (B, 1, S', A)
+    val = np.full((B, S, A), INF)
+    val[:, :, 0] = own_all[inst[0]]
+    from_switch: list[np.ndarray] = [np.zeros((B, S), dtype=np.int64)]
+    from_cap: list[np.ndarray] = [np.zeros((B, S), dtype=bool)]
+    idx = np.arange(S)
+    one = ((idx * S + idx)[:, None] * A + np.arange(A)[None, :]).ravel()  # the (s, s, ·) entries of one plan
+    self_flat = (np.arange(B)[:, None] * (S * S * A) + one[None, :]).ravel()
+    cost = np.empty((B, S, S, A))
+    flat = cost.reshape(B, S, S * A)
+    line = cost.reshape(-1)
+    row_start = (np.arange(B * S) * (S * A)).reshape(B, S)
+    multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
+    for i, k in enumerate(inst.tolist()):
+        if i == 0:
+            continue
+        multiply(frac_l[i], diff_k[k], out=cost)
+        add(cost, val[:, None], out=cost)
+        line[self_flat] = INF
+        best = flat.argmin(axis=2)
+        new = np.empty((B, S, A))
+        new[:, :, 0] = line.take(row_start + best)
+        new[:, :, 1:A - 1] = val[:, :, :A - 2]
+        cap, prev = val[:, :, A - 1], val[:, :, A - 2]
+        from_cap.append(less(cap, prev))
+        new[:, :, A - 1] = minimum(cap, prev)
+        new += own_col[k]
+        val = new
+        from_switch.append(best)
+    plans = []
+    for j in range(B):
+        seq = np.empty(n, dtype=np.int64)
+        s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val[j])), (S, A)))
+        for i in range(n - 1, -1, -1):
+            seq[i] = s_
+            if i == 0:
+                break
+            if a_ == 0:
+                s_, a_ = divmod(int(from_switch[i][j, s_]), A)
+            elif a_ < A - 1:
+                a_ -= 1
+            elif not from_cap[i][j, s_]:
+                a_ = A - 2
+        plans.append(cand[seq])
+    return plans
+
+
 def _late_fractions(pb: Problem, cand: np.ndarray, sw: SwitchModel, ages: int) -> np.ndarray:
     """Per instance i ≥ 1, old setting and age of the run before it: the share of kernel i's time run at the old
     setting when a predictive switch lands late before it, shape (n, S, ages)."""
@@ -357,9 +424,15 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
             plans = _dp_many(pb, part[0].cand, [(x.lam, x.sw, x.mechanism, x.costs) for x in part])
             for x, sidx in zip(part, plans):
                 x.step(sidx)
-        for x in active:
-            if x.mechanism == "predictive":
-                x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all))
+        predictive = [x for x in active if x.mechanism == "predictive"]
+        if len(predictive) == 1:
+            x = predictive[0]
+            x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all))
+        for lo in range(0, len(predictive) if len(predictive) > 1 else 0, _BATCH_PREDICTIVE):
+            part = predictive[lo:lo + _BATCH_PREDICTIVE]
+            plans = _dp_predictive_many(pb, part[0].cand, [(x.lam, x.fractions()) for x in part])
+            for x, sidx in zip(part, plans):
+                x.step(sidx)
     for x in todo:
         pb.memo(x.key, x.finish)
     return [pb.memo(x.key, x.finish) for x in searches]
@@ -414,6 +487,11 @@ class _Search:
             self.cand = self.cand[:24]  # the age-aware DP carries more state: fewer candidate settings keep it fast
             self.frac_all = _late_fractions(pb, self.cand, self.sw, 6)
         self.left = self.iterations
+
+    def fractions(self) -> np.ndarray:
+        """The predictive DP's late fractions (computed by ``start``)."""
+        assert self.frac_all is not None, "start() computes them for a predictive request"
+        return self.frac_all
 
     def step(self, sidx: np.ndarray) -> None:
         """Take the plan for the current λ and move λ: towards 0 when it keeps the bound, away otherwise."""
