@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from kdvfs.errors import InputError
 from kdvfs.trace import Trace
 
-__all__ = ["Unit", "Workload", "SimulatedWorkload", "TorchWorkload", "stages_of"]
+__all__ = ["Unit", "Workload", "SimulatedWorkload", "TorchWorkload", "block_step", "stages_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,27 +141,32 @@ class TorchWorkload:
 
     def run_step(self, before: Callable[[str], None] | None = None) -> None:
         """One step; ``before(stage)`` runs at every stage boundary (the switch points of live validation)."""
-        if before is None:
-            self.wl.step()
-            return
-        labels = self.wl._label
-        at_boundary: Callable[[str], None] = before  # the closure below sees it as set
+        block_step(self.wl, before)
 
-        class _Hook:
-            def __init__(self, name):
-                self.name, self.ctx = name, labels(name)
 
-            def __enter__(self):
-                if self.name.startswith("kdvfs.op:"):
-                    at_boundary(self.name[len("kdvfs.op:"):])
-                return self.ctx.__enter__()
+def block_step(wl, before: Callable[[str], None] | None = None) -> None:
+    """One training step of a ``hw_backend.workloads.BlockWorkload``; ``before(stage)`` runs at every stage boundary
+    (each ``kdvfs.op:<stage>`` label), where given."""
+    if before is None:
+        wl.step()
+        return
+    labels = wl._label
+    at_boundary: Callable[[str], None] = before  # the closure below sees it as set
 
-            def __exit__(self, *exc):
-                return self.ctx.__exit__(*exc)
+    class _Hook:
+        def __init__(self, name):
+            self.name, self.ctx = name, labels(name)
 
-        self.wl._label = _Hook  # type: ignore[method-assign]
-        try:
-            self.wl.step(label=True)
-        finally:
-            self.wl._label = labels  # type: ignore[method-assign]
+        def __enter__(self):
+            if self.name.startswith("kdvfs.op:"):
+                at_boundary(self.name[len("kdvfs.op:"):])
+            return self.ctx.__enter__()
 
+        def __exit__(self, *exc):
+            return self.ctx.__exit__(*exc)
+
+    wl._label = _Hook
+    try:
+        wl.step(label=True)
+    finally:
+        wl._label = labels

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 from pathlib import Path
 
 from kdvfs.errors import InputError
@@ -15,12 +15,13 @@ DEFAULT_TRACE = "gpt3xl-llmc-rtx3080ti"
 
 def bundled_dir() -> Path:
     """The folder holding bundled traces (``traces/`` in a checkout, ``kdvfs_traces`` when installed)."""
-    try:
-        p = Path(str(importlib.resources.files("kdvfs_traces")))
+    # the package's folder from its import spec (what importlib.resources.files gives, without importing
+    # importlib.resources: ~20 ms of every command's start)
+    spec = importlib.util.find_spec("kdvfs_traces")
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        p = Path(loc)
         if p.is_dir():
             return p
-    except ModuleNotFoundError:
-        pass
     return Path(__file__).resolve().parent.parent / "traces"
 
 

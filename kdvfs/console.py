@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich is imported where output is made: `--json` and verbs that print no table never pay for it
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["make_console", "print_json", "table", "to_jsonable"]
 
 
 def make_console(file=None) -> Console:
+    from rich.console import Console
+
     return Console(file=file or sys.stdout, width=120, highlight=False, soft_wrap=False)
 
 
@@ -38,6 +42,8 @@ def print_json(doc: Any, file=None) -> None:
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left")
     for i, c in enumerate(columns):
         t.add_column(c, justify="left" if i == 0 else "right")

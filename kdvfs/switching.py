@@ -109,9 +109,6 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
             lag = 0.0 if sw.stall_while_relocking else sw.transition_s  # the same for every switch
         # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
         # instances together, keeping only runs with lag left (usually one or two steps)
-        nxt = np.empty(m, dtype=np.int64)
-        nxt[:-1] = change[1:]
-        nxt[-1] = n
         S = T.shape[1]  # noqa: N806
         Tf, Pf = T.ravel(), P.ravel()  # noqa: N806
         # first instance of every run, without index bookkeeping (the common, dense case)
@@ -121,24 +118,34 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
         frac = np.minimum(1.0, lag / t_old)
         # the change positions are distinct and untouched so far: plain assignment, stall included
         per_t[change] = stall + frac * (t_old - tn)
-        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - tn * p_inst.take(change))
+        # tn·p_new is the instance's own energy (the same product) where the caller has it
+        e_new = tn * p_inst.take(change) if e_inst is None else e_inst.take(change)
+        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - e_new)
         left = lag - frac * t_old  # an array either way (t_old is one)
-        pos = change + 1
-        active = np.flatnonzero((left > 1e-15) & (pos < nxt))
-        old = old_of_run
-        while len(active):  # runs whose transition outlasts their first instances
-            i = pos[active]
-            kk = kernel[i] * S + old[active]
+        # runs longer than one instance whose transition outlasts their first: walk their second, third, …
+        # instances together, on arrays of those runs only (usually few, for one or two steps)
+        longer = np.empty(m, dtype=bool)
+        np.greater(np.diff(change), 1, out=longer[:-1])  # the next run starts after the second instance
+        longer[-1] = change[-1] + 1 < n
+        active = np.flatnonzero((left > 1e-15) & longer)
+        if len(active):
+            pos = change.take(active) + 1
+            nxt = np.append(change, n).take(active + 1)
+            old = old_of_run.take(active)
+            la = left.take(active)
+        while len(active):
+            i = pos
+            kk = kernel[i] * S + old
             t_old = Tf[kk]
             tn = t_inst[i]
-            la = left[active]
             frac = np.minimum(1.0, la / t_old)
             per_t[i] += frac * (t_old - tn)
             per_e[i] += frac * (t_old * Pf[kk] - tn * p_inst[i])
-            left[active] = la - frac * t_old
-            pos[active] = i + 1
-            keep = (left[active] > 1e-15) & (i + 1 < nxt[active])
+            la = la - frac * t_old
+            pos = i + 1
+            keep = (la > 1e-15) & (pos < nxt)
             active = active[keep]
+            pos, nxt, old, la = pos[keep], nxt[keep], old[keep], la[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
             "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": base_t}

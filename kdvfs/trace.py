@@ -223,6 +223,18 @@ class Trace:
             self._cache["inst_seg"] = arr
         return self._cache["inst_seg"]
 
+    def segment_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start index and segment of each block of consecutive instances of one segment (cached: the simulator's
+        fast path sums per block on every run)."""
+        if "blocks" not in self._cache:
+            seg = self.instance_segments()
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(seg)) + 1])
+            block_seg = seg[starts]
+            starts.setflags(write=False)
+            block_seg.setflags(write=False)
+            self._cache["blocks"] = (starts, block_seg)
+        return self._cache["blocks"]
+
     @property
     def times_s(self) -> np.ndarray:
         """Capture time of each distinct kernel, seconds."""

@@ -111,7 +111,7 @@ def build_run(trace: Trace, profile: Profile, schedule: Schedule, spec: GpuSpec 
     setting = prof.pairs_index(pairs)[inverse]
     return GpuRun(kernel=trace.instances(), setting=setting, T=prof.time_s, P=prof.power_w,
                   segment=trace.instance_segments(), names=[s.name for s in trace.segments],
-                  kernel_names=trace.kernel_names)
+                  kernel_names=trace.kernel_names, blocks=trace.segment_blocks())
 
 
 def _rep_index(trace: Trace) -> np.ndarray:

@@ -63,6 +63,7 @@ class GpuRun:
     power_scale: float = 1.0
     time_scale: np.ndarray | None = None  # per kernel × setting (stragglers, tensor-parallel split)
     kernel_names: Sequence[str] | None = None  # per kernel, labels the timeline's kernel events
+    blocks: tuple[np.ndarray, np.ndarray] | None = None  # ``Trace.segment_blocks`` of ``segment``, where known
 
 
 def _view(a: np.ndarray, dtype: type) -> memoryview:

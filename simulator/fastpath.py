@@ -19,7 +19,10 @@ def fast_applies(cfg: SimConfig, gpus: int = 1) -> bool:
 
 
 def _blocks(run: GpuRun) -> tuple[np.ndarray, np.ndarray]:
-    """Start index and segment of each run of consecutive instances of one segment (cached on the run)."""
+    """Start index and segment of each run of consecutive instances of one segment (from the trace, where the run
+    was built from one: cached there across runs; else cached on the run)."""
+    if run.blocks is not None:
+        return run.blocks
     cached = run.__dict__.get("_blocks")
     if cached is None or cached[2] is not run.segment:
         starts = np.concatenate([[0], np.flatnonzero(np.diff(run.segment)) + 1])

@@ -2,7 +2,8 @@
 
 Policies: ``auto`` (the driver), ``pass`` (pass-level optimum), ``ideal`` (kernel-level global optimum with free
 switching), ``naive`` (the ideal schedule with every switch paid for), ``switch-aware`` (planned for the latency).
-Each scenario is a pure task (``run_scenario``), run through an executor; rows come back in grid order.
+Each scenario is a pure function (``run_scenario``); switch-aware scenarios of one slack go to the executor in
+groups (``run_scenarios``), planned together; rows come back in grid order.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from simulator.api import simulate
 from simulator.engine import SimConfig
 from simulator.evaluate import evaluate_policy
 
-__all__ = ["POLICIES", "Scenario", "default_latencies", "grid", "run_scenario", "run_grid"]
+__all__ = ["POLICIES", "Scenario", "default_latencies", "grid", "run_scenario", "run_scenarios", "run_grid"]
 
 POLICIES = Policy.values()
 
@@ -146,12 +147,54 @@ def _free(pb: Problem, sched) -> tuple[float, float]:
     return float(pb.T[inst, s].sum()), float(pb.E[inst, s].sum())
 
 
+_PLAN_TOGETHER = 16
+"""Switch-aware scenarios of one slack planned in one task (``switch_aware_many``): their DPs then run as one batch."""
+
+
+def run_scenarios(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], limiter: bool = False,
+                  size: tuple[int | None, int] | None = None, settings: str = "all") -> list[dict]:
+    """``run_scenario`` for each of ``scenarios`` in one task: the switch-aware ones (same slack) are planned
+    together first, then each row is made as alone (the plans are memoised on the problem, so the rows are the same)."""
+    sa = [sc for sc in scenarios if sc.policy == Policy.SWITCH_AWARE.value]
+    if len(sa) > 1 and not limiter and size is None:
+        from kdvfs.optimize.switchaware import switch_aware_many
+
+        pb = _problem(trace_ref, profile_ref, settings)
+        costs = SwitchCosts.for_gpu(get_gpu(card))
+        for slack in dict.fromkeys(sc.slack_pct for sc in sa):
+            switch_aware_many(pb, [(_switch(sc), sc.mechanism, costs) for sc in sa if sc.slack_pct == slack], slack)
+    return [run_scenario(trace_ref, profile_ref, card, sc, limiter, size, settings) for sc in scenarios]
+
+
+def _tasks(scenarios: list[Scenario], limiter: bool, size) -> list[list[int]]:
+    """Scenario indices per task: switch-aware ones of one slack in groups of ``_PLAN_TOGETHER``, the rest alone
+    (under the limiter or at another size each scenario plans on its own)."""
+    tasks: list[list[int]] = []
+    groups: dict[float, list[int]] = {}
+    for i, sc in enumerate(scenarios):
+        if sc.policy == Policy.SWITCH_AWARE.value and not limiter and size is None:
+            g = groups.setdefault(sc.slack_pct, [])
+            if not g:
+                tasks.append(g)
+            g.append(i)
+            if len(g) == _PLAN_TOGETHER:
+                del groups[sc.slack_pct]
+        else:
+            tasks.append([i])
+    return tasks
+
+
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
              progress: Callable[[int], None] | None = None, limiter: bool = False,
              size: tuple[int | None, int] | None = None, settings: str = "all") -> list[dict]:
-    rows = []
-    for r in executor.map(run_scenario, [(trace_ref, profile_ref, card, sc, limiter, size, settings) for sc in scenarios]):
-        rows.append(r)
+    """One row per scenario, in grid order, whatever the executor."""
+    tasks = _tasks(scenarios, limiter, size)
+    rows: list[dict | None] = [None] * len(scenarios)
+    args = [(trace_ref, profile_ref, card, [scenarios[i] for i in idx], limiter, size, settings) for idx in tasks]
+    for idx, part in zip(tasks, executor.map(run_scenarios, args)):
+        for i, r in zip(idx, part):
+            rows[i] = r
         if progress:
-            progress(1)
-    return rows
+            progress(len(idx))
+    assert all(r is not None for r in rows)
+    return rows  # type: ignore[return-value]

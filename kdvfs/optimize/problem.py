@@ -156,6 +156,10 @@ class Problem:
             cache[key] = make()
         return cache[key]
 
+    def memoised(self, key: tuple) -> bool:
+        """Whether ``memo`` holds ``key`` already."""
+        return key in self._memo
+
     @cached_property
     def _memo(self) -> dict:
         return {}
