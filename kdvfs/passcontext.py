@@ -5,7 +5,7 @@ The study's per-kernel table measures each kernel alone (5 s loops, Spaan et al.
 3/4) measures whole passes. ``kdvfs.passweep.predict_passes`` sums the kernels. The terms here sit between the kernel
 sums and the pass, each acting on every setting, none on a single one:
 
-- **gap** (``gap_share``, ``gap_core_w``): time between kernels (launches, host, synchronisation) that does not scale
+- **gap** (``gap_share``, ``gap_core_w``; ``gapfwd`` adds ``gap_share_forward``): time between kernels (launches, host, synchronisation) that does not scale
   with the clocks, ``G = gap_share · Σ kernel time at auto`` per pass, drawing the card's idle power at the setting
   (idle base + the memory clock's power + the driver's auto-memory cost where memory is on auto) plus a core part
   ``gap_core_w · V(f)²f / (V(F)²F)`` (clock tree and leakage at the setting's core clock).
@@ -14,6 +14,8 @@ sums and the pass, each acting on every setting, none on a single one:
   (``GpuSpec.auto_mem_ramp``).
 - **autocore** (``auto_core_time``, ``auto_core_power``): a pass with the core on auto runs slower by a fraction and
   draws more power by a fraction than its kernels alone (GPU Boost under a mixed load).
+- **corepower** (``core_pass_w``): core power a pass draws beyond its kernels alone, scaled by V(f)²f, over the pass's
+  time (what the joint fits ask of the gap term's core part, without the gap's time).
 
 ``sweep_bounds`` are the model-free checks: what the two tables allow each term to do.
 """
@@ -32,8 +34,10 @@ __all__ = ["PASS_TERMS", "PassContext", "apply_context", "context_params", "fit_
 # term → its parameters: (name, lower bound, upper bound, start), in PassContext's units
 PASS_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     "gap": (("gap_share", 0.0, 0.3, 0.01), ("gap_core_w", 0.0, 300.0, 30.0)),
+    "gapfwd": (("gap_share_forward", 0.0, 0.3, 0.01),),
     "automem": (("auto_mem_pass_w", 0.0, 150.0, 10.0),),
     "autocore": (("auto_core_time", -0.1, 0.1, 0.0), ("auto_core_power", -0.2, 0.2, 0.0)),
+    "corepower": (("core_pass_w", -100.0, 200.0, 0.0),),
 }
 
 
@@ -44,25 +48,33 @@ class PassContext:
     Attributes:
         gap_share: gap time per pass as a share of the pass's kernel time at auto (constant over settings).
         gap_core_w: the gaps' core power at the boost clock, W, scaled by V(f)²f at the setting's core clock.
+        gap_share_forward: more gap share in the forward pass only (the first of the passes axis), on top of
+            ``gap_share``: the forward pass's slowest setting is 25 % faster than its kernels' slowest times summed,
+            the backward's 1.6 % (``sweep_bounds``).
         auto_mem_pass_w: extra power of the driver's auto memory in a pass, W over the pass's time, on the card's
             auto-memory core ramp.
         auto_core_time: fraction by which a pass with the core on auto runs slower than its kernels' sum.
         auto_core_power: fraction by which it draws more power.
+        core_pass_w: core power a pass draws beyond its kernels alone, W at the boost clock, scaled by V(f)²f at the
+            setting's core clock, over the pass's time (a hotter card's leakage and clock tree in a sustained pass).
     """
 
     gap_share: float = 0.0
     gap_core_w: float = 0.0
+    gap_share_forward: float = 0.0
     auto_mem_pass_w: float = 0.0
     auto_core_time: float = 0.0
     auto_core_power: float = 0.0
+    core_pass_w: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             if not np.isfinite(v):
                 raise InputError(f"pass context: {f.name} = {v!r} must be a finite number")
-        if not 0.0 <= self.gap_share < 1.0:
-            raise InputError(f"pass context: gap_share = {self.gap_share!r} must be in [0, 1) (a share of pass time)")
+        if min(self.gap_share, self.gap_share_forward) < 0.0 or self.gap_share + self.gap_share_forward >= 1.0:
+            raise InputError(f"pass context: gap_share = {self.gap_share!r} and gap_share_forward = "
+                             f"{self.gap_share_forward!r} must be ≥ 0 with a sum below 1 (shares of pass time)")
         if self.auto_core_time <= -1.0 or self.auto_core_power <= -1.0:
             raise InputError("pass context: auto_core_time and auto_core_power must be above -1 (fractions)")
 
@@ -100,14 +112,17 @@ def apply_context(ctx: PassContext, spec: GpuSpec, settings, kt: np.ndarray, ke:
     auto_mem = (m == AUTO).astype(float)
     auto_core = (c == AUTO).astype(float)
     pt, pe = kt, ke
-    if ctx.gap_share:
-        gap_s = ctx.gap_share / (1.0 - ctx.gap_share) * kt[..., ia:ia + 1]   # a share of the pass time at auto
+    if ctx.gap_share or ctx.gap_share_forward:
+        share = np.array([ctx.gap_share + ctx.gap_share_forward, ctx.gap_share])[:kt.shape[-2], None]
+        gap_s = share / (1.0 - share) * kt[..., ia:ia + 1]   # a share of the pass time at auto
         idle = (spec.idle_power_w - spec.mem_power_w[-1] + np.interp(fm, spec.mem_clocks_mhz, spec.mem_power_w)
                 + auto_mem * spec.auto_mem_extra_w * spec.auto_mem_ramp(fc) + ctx.gap_core_w * spec.core_power_shape(fc))
         pt = pt + gap_s
         pe = pe + gap_s * idle
     if ctx.auto_mem_pass_w:
         pe = pe + ctx.auto_mem_pass_w * auto_mem * spec.auto_mem_ramp(fc) * pt
+    if ctx.core_pass_w:
+        pe = pe + ctx.core_pass_w * spec.core_power_shape(fc) * pt
     if ctx.auto_core_time or ctx.auto_core_power:
         ft = 1.0 + ctx.auto_core_time * auto_core
         pt = pt * ft
@@ -154,10 +169,12 @@ def sweep_bounds(rows: list[dict], time_change_pct: np.ndarray, energy_change_pc
 
 
 def fit_context(spec: GpuSpec, settings, kt: np.ndarray, ke: np.ndarray, time_change_pct: np.ndarray,
-                energy_change_pct: np.ndarray, terms: tuple[str, ...], rel_sigma: float = 0.01) -> PassContext:
+                energy_change_pct: np.ndarray, terms: tuple[str, ...], rel_sigma: float = 0.01,
+                mask: np.ndarray | None = None) -> PassContext:
     """The chosen terms' parameters that best turn the kernel sums ``kt``, ``ke`` (shape (passes, settings)) into the
     measured pass-level changes, with the kernels held: residuals in points over ``1 + rel_sigma · |measured|``, as in
-    the joint fit's pass-level part. Deterministic (fixed start, trust-region least squares)."""
+    the joint fit's pass-level part, over the settings ``mask`` selects (default all). Deterministic (fixed start,
+    trust-region least squares)."""
     from scipy.optimize import least_squares
 
     pp = context_params(terms)
@@ -169,6 +186,7 @@ def fit_context(spec: GpuSpec, settings, kt: np.ndarray, ke: np.ndarray, time_ch
     hi = np.array([p[2] for p in pp])
     sig_t = 1 + rel_sigma * np.abs(time_change_pct)
     sig_e = 1 + rel_sigma * np.abs(energy_change_pct)
+    use = np.ones(len(settings), bool) if mask is None else np.asarray(mask, bool)
 
     def ctx_of(z):
         return PassContext(**{p[0]: float(v) for p, v in zip(pp, lo + np.clip(z, 0, 1) * (hi - lo))})
@@ -176,7 +194,8 @@ def fit_context(spec: GpuSpec, settings, kt: np.ndarray, ke: np.ndarray, time_ch
     def resid(z):
         pt, pe = apply_context(ctx_of(z), spec, settings, kt, ke)
         mt, me = 100 * (pt / pt[:, ia:ia + 1] - 1), 100 * (pe / pe[:, ia:ia + 1] - 1)
-        return np.concatenate([((mt - time_change_pct) / sig_t).ravel(), ((me - energy_change_pct) / sig_e).ravel()])
+        return np.concatenate([((mt - time_change_pct) / sig_t)[:, use].ravel(),
+                               ((me - energy_change_pct) / sig_e)[:, use].ravel()])
 
     z0 = np.array([(p[3] - p[1]) / (p[2] - p[1]) for p in pp])
     r = least_squares(resid, z0, bounds=(0.0, 1.0), x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12)

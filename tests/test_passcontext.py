@@ -65,10 +65,16 @@ def test_known_gap_is_recovered_from_a_synthetic_sweep(kernel_sums):
     assert got.gap_share == pytest.approx(0.04, abs=1e-6) and got.gap_core_w == pytest.approx(60.0, abs=1e-3)
     assert got.auto_mem_pass_w == 0 and got.auto_core_time == 0
     true = PassContext(gap_share=0.03, gap_core_w=50.0, auto_mem_pass_w=12.0, auto_core_time=0.02,
-                       auto_core_power=0.03)
+                       auto_core_power=0.03, core_pass_w=25.0)
     mt, me = _changes(*apply_context(true, g, st, kt, ke), st)
-    got = fit_context(g, st, kt, ke, mt, me, ("gap", "automem", "autocore"))
-    for f in ("gap_share", "gap_core_w", "auto_mem_pass_w", "auto_core_time", "auto_core_power"):
+    got = fit_context(g, st, kt, ke, mt, me, ("gap", "automem", "autocore", "corepower"))
+    for f in ("gap_share", "gap_core_w", "auto_mem_pass_w", "auto_core_time", "auto_core_power", "core_pass_w"):
+        assert getattr(got, f) == pytest.approx(getattr(true, f), rel=1e-4, abs=1e-6), f
+    # a forward-only gap share on top: recovered with the rest
+    true = PassContext(gap_share=0.01, gap_share_forward=0.2, gap_core_w=30.0)
+    mt, me = _changes(*apply_context(true, g, st, kt, ke), st)
+    got = fit_context(g, st, kt, ke, mt, me, ("gap", "gapfwd"))
+    for f in ("gap_share", "gap_share_forward", "gap_core_w"):
         assert getattr(got, f) == pytest.approx(getattr(true, f), rel=1e-4, abs=1e-6), f
     # and without the term the sweep was made with, the fit cannot reach it
     r0 = pass_errors_like(g, st, kt, ke, mt, me, PassContext())
@@ -114,7 +120,7 @@ def test_the_studys_tables_rule_out_gaps_as_the_reason(spaan_trace):
 
 
 def test_bad_terms_and_values_are_refused(capsys):
-    with pytest.raises(InputError, match="pass term 'gaps' is not one of gap, automem, autocore"):
+    with pytest.raises(InputError, match="pass term 'gaps' is not one of gap, gapfwd, automem, autocore, corepower"):
         parse_terms("gap,gaps")
     assert parse_terms("none") == () and parse_terms("automem, gap,gap") == ("automem", "gap")
     assert [p[0] for p in context_params(("autocore", "gap"))] == ["gap_share", "gap_core_w", "auto_core_time",
