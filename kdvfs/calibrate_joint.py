@@ -120,7 +120,8 @@ class JointOptions:
             starts around its joint-fit values (seeded), keeping the lowest loss (0: none); then ``refine_nfev``
             iterations of the joint solve again.
         pass_terms: the card-level pass-context terms fitted with the sweep (``kdvfs.passcontext.PASS_TERMS``, a
-            comma list: ``gap``, ``gapfwd``, ``automem``, ``autocore``, ``corepower``; "" none): what a pass holds beyond its kernels alone.
+            comma list: ``gap``, ``gapfwd``, ``automem``, ``autocore``, ``corepower``; "" none): what a pass holds
+            beyond its kernels alone.
         pass_loss: ``linear`` (squares of the pass-level residuals) or ``soft_l1`` (each residual r enters as
             ``2(√(1 + r²) − 1)``: a few pass points that the per-kernel table contradicts cost linearly, not
             quadratically, e.g. the forward pass at (210, 405), 25 % faster than its kernels' slowest times summed).
