@@ -35,6 +35,7 @@ from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.model import KernelParams, evaluate
+from kdvfs.passcontext import PassContext, apply_context, context_params, parse_terms
 from kdvfs.passweep import PassSweep, pass_errors, pass_index, study_settings
 
 __all__ = ["CARD_PARAMS", "JointOptions", "JointResult", "calibrate_joint", "calibrate_spaan2026", "card_from_vector",
@@ -118,6 +119,12 @@ class JointOptions:
         polish_starts: last stage: each kernel refitted alone (card and other kernels fixed, same loss) from this many
             starts around its joint-fit values (seeded), keeping the lowest loss (0: none); then ``refine_nfev``
             iterations of the joint solve again.
+        pass_terms: the card-level pass-context terms fitted with the sweep (``kdvfs.passcontext.PASS_TERMS``, a
+            comma list: ``gap``, ``gapfwd``, ``automem``, ``autocore``, ``corepower``; "" none): what a pass holds
+            beyond its kernels alone.
+        pass_loss: ``linear`` (squares of the pass-level residuals) or ``soft_l1`` (each residual r enters as
+            ``2(√(1 + r²) − 1)``: a few pass points that the per-kernel table contradicts cost linearly, not
+            quadratically, e.g. the forward pass at (210, 405), 25 % faster than its kernels' slowest times summed).
     """
 
     pass_weight: float = 1.0
@@ -133,6 +140,8 @@ class JointOptions:
     prefit_nfev: int = 50
     polish_starts: int = 4
     refine_nfev: int = 100
+    pass_terms: str = ""
+    pass_loss: str = "linear"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +153,7 @@ class JointResult:
         cost: final loss (half the sum of squared residuals).
         nfev: model evaluations of the solve.
         seconds: wall time of the fit.
+        context: the fitted pass-context terms (``kdvfs.passcontext``; neutral unless ``pass_terms`` chose some).
     """
 
     spec: GpuSpec
@@ -152,8 +162,10 @@ class JointResult:
     cost: float
     nfev: int
     seconds: float
+    context: PassContext = PassContext()
 
 
+PASS_LOSSES = ("linear", "soft_l1")
 METHODS = ("table", "joint")
 """``table``: the per-kernel table alone (``kdvfs.calibrate.calibrate``, the bundled fit), the pass-level sweep only
 checked; ``joint``: the table and the pass-level sweep together (``calibrate_joint``)."""
@@ -254,10 +266,20 @@ class _Problem:
                    ("t_auto", "e_auto", "dt_best", "de_best", "t_min", "t_max", "e_min", "e_max")}
         self.sig_t = opt.time_sigma_floor + np.abs(sweep.time_change_pct) * opt.pass_rel_sigma
         self.sig_e = 1 + np.abs(sweep.energy_change_pct) * opt.pass_rel_sigma
+        # the pass-context parameters sit after the kernels' in the vector, scaled to [0, 1] like the card's
+        self.pp = context_params(parse_terms(opt.pass_terms))
+        self.np_ = len(self.pp)
+        self.ctx = PassContext()
+        self.spec = base
+
+    def context_of(self, x) -> PassContext:
+        z = np.clip(x[_NC + _NK * self.n:], 0, 1)
+        return PassContext(**{p[0]: float(p[1] + v * (p[2] - p[1])) for p, v in zip(self.pp, z)})
 
     def unpack(self, x):
         xc = _LO + np.clip(x[:_NC], 0, 1) * (_HI - _LO)
-        xk = x[_NC:].reshape(self.n, _NK)
+        xk = x[_NC:_NC + _NK * self.n].reshape(self.n, _NK)
+        self.ctx = self.context_of(x)
         return xc, xk
 
     def params(self, xk) -> KernelParams:
@@ -265,7 +287,8 @@ class _Problem:
 
     def model(self, xc, xk):
         self.lam = float(xc[_ILAM])
-        ev = evaluate(card_from_vector(self.base, xc), self.params(xk), self.C, self.M)
+        self.spec = card_from_vector(self.base, xc)
+        ev = evaluate(self.spec, self.params(xk), self.C, self.M)
         return ev.time_s, ev.energy_j
 
     def kres(self, T, E, xk) -> np.ndarray:
@@ -306,12 +329,16 @@ class _Problem:
     def pres(self, PT, PE) -> np.ndarray:
         """Pass-level residuals from the pass sums (..., 2, settings) → (..., 2 · 2 · settings)."""
         ia, w = self.ia, self.opt.pass_weight
+        PT, PE = apply_context(self.ctx, self.spec, self.sweep.settings, PT, PE)
         mt = 100 * (PT / PT[..., ia:ia + 1] - 1)
         me = 100 * (PE / PE[..., ia:ia + 1] - 1)
         rt = w * (mt - self.sweep.time_change_pct) / self.sig_t
         re = w * (me - self.sweep.energy_change_pct) / self.sig_e
         lead = PT.shape[:-2]
-        return np.concatenate([rt.reshape(*lead, -1), re.reshape(*lead, -1)], axis=-1)
+        r = np.concatenate([rt.reshape(*lead, -1), re.reshape(*lead, -1)], axis=-1)
+        if self.opt.pass_loss == "soft_l1":  # ½ Σ of the squares below = Σ (√(1 + r²) − 1)
+            r = np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+        return r
 
     def resid_from(self, T, E, xk):
         return np.concatenate([self.kres(T, E, xk).ravel(), self.pres(*self.sums(T, E))])
@@ -330,11 +357,12 @@ class _Problem:
         r0 = np.concatenate([K0.ravel(), P0])
         n = self.n
         J = np.zeros((len(r0), len(x)))
-        for j in range(_NC):
+        for j in [*range(_NC), *range(_NC + _NK * n, len(x))]:
             h = 1e-6 if x[j] < 1 - 1e-6 else -1e-6
             x1 = x.copy()
             x1[j] += h
             J[:, j] = (self.fun(x1) - r0) / h
+        self.ctx = self.context_of(x)  # fun(x1) left the last column's context behind
         h = 1e-6
         rows_k = np.arange(_NKR)[:, None] * n + np.arange(n)[None, :]
         onehot = np.stack([(self.passes == k) for k in range(2)], axis=1).astype(float)  # (n, 2)
@@ -401,7 +429,7 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
             ev = evaluate(spec, kp, pb.C, pb.M)
             T[i], E[i] = ev.time_s[0], ev.energy_j[0]
             PT, PE = pb.sums(T, E)
-    x[_NC:] = xk.ravel()
+    x[_NC:_NC + _NK * n] = xk.ravel()
     return x
 
 
@@ -421,7 +449,8 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
     share_m = np.where(memb, 0.95, 0.45)
     xk0 = np.column_stack([np.log(0.01 * tg["t_auto"]), np.log(share_c * tg["t_auto"]), np.log(share_m * tg["t_auto"]),
                            np.log(np.where(memb, 0.9, 1.1)), np.zeros(n)])
-    x0 = np.concatenate([(_X0 - _LO) / (_HI - _LO), xk0.ravel()])
+    xp0 = np.array([(p[3] - p[1]) / (p[2] - p[1]) for p in pb.pp])
+    x0 = np.concatenate([(_X0 - _LO) / (_HI - _LO), xk0.ravel(), xp0])
     if options.start:
         import json
 
@@ -434,14 +463,16 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
                              ) from None
         xc_s = np.array([st["card_vector"].get(c[0], c[3]) for c in CARD_PARAMS])
         xk_s = np.log(np.array([[p["t0_s"], p["tc_s"], p["tm_s"], p["uc"], p["um"]] for p in st["params"]]))
-        x0 = np.concatenate([np.clip((xc_s - _LO) / (_HI - _LO), 0, 1), xk_s.ravel()])
-    lo = np.concatenate([np.zeros(_NC), np.tile([-np.inf, -np.inf, -np.inf, np.log(0.05), np.log(0.05)], n)])
-    hi = np.concatenate([np.ones(_NC), np.tile([np.inf, np.inf, np.inf, np.log(3.0), np.log(3.0)], n)])
-    hi[_NC::_NK] = np.log(tg["t_auto"])
+        x0 = np.concatenate([np.clip((xc_s - _LO) / (_HI - _LO), 0, 1), xk_s.ravel(), xp0])
+    lo = np.concatenate([np.zeros(_NC), np.tile([-np.inf, -np.inf, -np.inf, np.log(0.05), np.log(0.05)], n),
+                         np.zeros(pb.np_)])
+    hi = np.concatenate([np.ones(_NC), np.tile([np.inf, np.inf, np.inf, np.log(3.0), np.log(3.0)], n), np.ones(pb.np_)])
+    ks = slice(_NC, _NC + _NK * n)
+    hi[ks][::_NK] = np.log(tg["t_auto"])
     for j in (1, 2):  # core and memory time between 1e-4 and 20 times the auto time (keeps steps finite)
-        lo[_NC + j::_NK] = np.log(1e-4 * tg["t_auto"])
-        hi[_NC + j::_NK] = np.log(20 * tg["t_auto"])
-    lo[_NC::_NK] = np.log(1e-6 * tg["t_auto"])
+        lo[ks][j::_NK] = np.log(1e-4 * tg["t_auto"])
+        hi[ks][j::_NK] = np.log(20 * tg["t_auto"])
+    lo[ks][::_NK] = np.log(1e-6 * tg["t_auto"])
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
     calls = [0]
     total = options.prefit_nfev + options.max_nfev + (options.refine_nfev if options.polish_starts else 0)
@@ -475,8 +506,7 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
     xc, xk = pb.unpack(x)
     spec = card_from_vector(base, xc)
     return JointResult(spec, pb.params(xk), tuple(float(v) for v in xc), float(0.5 * np.sum(pb.fun(x) ** 2)),
-                       int(nfev),
-                       time.perf_counter() - t_start)
+                       int(nfev), time.perf_counter() - t_start, pb.context_of(x))
 
 
 def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace, loss_pass: str = "backward") -> dict:
@@ -485,14 +515,17 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
 
     st = list(sweep.settings)
     ev = evaluate(result.spec, result.params, np.array([s[0] for s in st]), np.array([s[1] for s in st]))
-    pe = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, loss_pass), sweep)
+    ctx = result.context
+    pe = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, loss_pass), sweep, ctx, result.spec)
     other = "forward" if loss_pass == "backward" else "backward"
-    pe_other = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, other), sweep)
+    pe_other = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, other), sweep, ctx, result.spec)
     kern = report(CalibrationResult(result.spec, result.params, rows, result.cost))
     summary = {k: v for k, v in pe.items() if not isinstance(v, np.ndarray)}
     summary["pass_targets_met"] = bool(max(summary["median_abs_time_err"], summary["median_abs_energy_err"]) <= 1.5
                                        and max(summary["worst_main_time_err"], summary["worst_main_energy_err"]) <= 5.0)
     summary["loss_pass"] = loss_pass
+    if not ctx.neutral:
+        summary["pass_context"] = {f: float(getattr(ctx, f)) for f in ctx.__dataclass_fields__}
     summary[f"with_loss_in_{other}"] = {k: v for k, v in pe_other.items() if not isinstance(v, np.ndarray)}
     passes = []
     for k, p in enumerate(("forward", "backward")):
@@ -561,6 +594,11 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     if options.method not in METHODS:
         raise InputError(f"calibration method {options.method!r} is not one of {', '.join(METHODS)}")
     check_table(rows, RTX3080TI, trace)
+    parse_terms(options.pass_terms)  # an unknown term is refused before the minutes of fitting
+    if options.pass_loss not in PASS_LOSSES:
+        raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
+    if options.pass_terms and options.method == "table":
+        raise InputError("--fit-option pass_terms needs --method joint: the table method fits no pass-level data")
     if started is not None:  # every input checked: the minutes of fitting start now
         started()
     with single_threaded_blas():

@@ -149,10 +149,20 @@ def predict_passes(T: np.ndarray, E: np.ndarray, repeats: np.ndarray, passes: np
     return 100 * (pt / pt[:, auto:auto + 1] - 1), 100 * (pe / pe[:, auto:auto + 1] - 1)
 
 
-def pass_errors(T, E, repeats, passes, sweep: PassSweep) -> dict:
-    """Model minus study, in points, and the issue's summary numbers."""
+def pass_errors(T, E, repeats, passes, sweep: PassSweep, context=None, spec: GpuSpec | None = None) -> dict:
+    """Model minus study, in points, and the issue's summary numbers; with a ``kdvfs.passcontext.PassContext`` (and
+    the card ``spec`` it acts on) the kernel sums pass through its terms first."""
     auto = sweep.settings.index((AUTO, AUTO))
-    mt, me = predict_passes(T, E, repeats, passes, auto)
+    if context is None or context.neutral:
+        mt, me = predict_passes(T, E, repeats, passes, auto)
+    else:
+        from kdvfs.passcontext import apply_context
+
+        if spec is None:
+            raise InputError("pass_errors: a pass context needs the card (spec) it acts on")
+        w = np.stack([repeats * (passes == k) for k in range(2)])
+        pt, pe_ = apply_context(context, spec, sweep.settings, w @ T, w @ E)
+        mt, me = 100 * (pt / pt[:, auto:auto + 1] - 1), 100 * (pe_ / pe_[:, auto:auto + 1] - 1)
     et, ee = mt - sweep.time_change_pct, me - sweep.energy_change_pct
     reg = main_region(sweep.settings)
     return {
