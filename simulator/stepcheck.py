@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,52 @@ def _iso_clocks(spec, params):
     return ev.core_mhz[:, 0]
 
 
+STEPS_FORMAT = "kdvfs-steps/1"
+_MEASURED = ("step_time_s", "step_energy_j", "sm_mhz_median")
+
+
+def _checked_steps(doc, path: Path) -> list[dict]:
+    """The rows of a ``kdvfs-steps/1`` document, checked before anything is simulated (``InputError`` naming the
+    row, the field and the fix): a list of objects, each with a ``model`` name and either an ``error`` (not measured)
+    or its trace file in the folder (``trace``; without one, ``MODEL.kineto.json.gz`` as the measurement names it)
+    and the measured step time, energy and median SM clock as positive numbers."""
+    fix = "give the folder `kdvfs measure-steps -o` wrote, or repair the file"
+    if not isinstance(doc, dict) or doc.get("format", STEPS_FORMAT) != STEPS_FORMAT:
+        what = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise FormatError(f"{str(path)!r} is not a {STEPS_FORMAT} file (its format is {what!r}); {fix}")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(f"{str(path)!r}: 'steps' must be a non-empty list of measured steps, got {steps!r:.60}; {fix}")
+    out = []
+    for i, st in enumerate(steps):
+        if not isinstance(st, dict):
+            raise InputError(f"{str(path)!r}: step {i} must be an object with 'model', 'trace' and the measurement, "
+                             f"got {st!r:.60}; {fix}")
+        model = st.get("model")
+        if not isinstance(model, str) or not model.strip():
+            raise InputError(f"{str(path)!r}: step {i} has no model name ('model': {model!r}); name the model it "
+                             "measured")
+        if "error" in st:
+            out.append(st)
+            continue
+        trace = st.get("trace", f"{model}.kineto.json.gz")
+        if not isinstance(trace, str) or not trace.strip():
+            raise InputError(f"{str(path)!r}: step {i} ({model!r}) names no trace file ('trace': {trace!r}); give the "
+                             f"Kineto trace's file name in the folder, e.g. \"{model}.kineto.json.gz\"")
+        if not (path.parent / trace).is_file():
+            raise InputError(f"{str(path)!r}: step {i} ({model!r}): its trace {trace!r} is not a file in "
+                             f"{str(path.parent)!r}; copy the recorded trace there (measure-steps writes it beside "
+                             "steps.json) or mark the step with an \"error\"")
+        for key in _MEASURED:
+            v = st.get(key)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            if not ok:
+                raise InputError(f"{str(path)!r}: step {i} ({model!r}): {key!r} must be a positive number (the "
+                                 f"measurement), got {v!r}; {fix}")
+        out.append(dict(st, trace=trace))
+    return out
+
+
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
                 gap_power_w: float | None = None, alt_gap_powers: dict | None = None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
@@ -105,19 +152,20 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
                          "the Kineto traces)")
     try:
         doc = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8 text
         raise FormatError(f"{str(path)!r} is not JSON ({e})") from None
     lim = lim or limiter_for(spec)
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
+    steps = _checked_steps(doc, path)
     rows = []
-    for st in doc.get("steps", []):
-        model = st.get("model", "?")
+    for st in steps:
+        model = st["model"]
         if "error" in st:
             rows.append({"model": model, "skipped": f"not measured: {st['error']}"})
             continue
         try:
-            kin = d / st.get("trace", f"{model}.kineto.json.gz")
+            kin = d / st["trace"]
             pred = check_one(kin, model, spec, lim, params_fn or _params_as_profile_build, float(st["step_time_s"]),
                              gap_power_w)
         except KdvfsError as e:

@@ -200,19 +200,30 @@ def cmd_validate_steps(a) -> int:
         print_json(doc)
         return 0
     rows = []
+    skipped = [r for r in doc["steps"] if "skipped" in r]
     for r in doc["steps"]:
         if "skipped" in r:
-            rows.append([r["model"], "skipped: " + r["skipped"][:60], "", "", "", ""])
+            rows.append([r["model"], "skipped (below)", "", "", "", ""])
             continue
         m, e = r["measured"], r["error"]
         g = "_with_gaps" if "limiter_with_gaps" in e else ""
+        # a miss is marked: -2.0 printed for -2.01 % would read as within a ±2 % target
         rows.append([r["model"], f"{m['energy_j']:.4g}", f"{e['isolated' + g]['energy_pct']:+.1f}",
-                     f"{e['limiter' + g]['energy_pct']:+.1f}", f"{m['median_core_mhz']:.0f}",
-                     f"{e['limiter' + g]['median_clock_pct']:+.1f}"])
-    make_console().print(table(f"steps on {spec.name}: predicted vs measured (targets ±{doc['targets']['energy_pct']} % "
-                               f"energy, ±{doc['targets']['median_clock_pct']} % median clock)",
-                               ["model", "energy (J)", "isolated ΔE %", "limiter ΔE %", "median MHz", "limiter Δclock %"],
-                               rows))
+                     f"{e['limiter' + g]['energy_pct']:+.2f}" + ("" if r["energy_target_met"] else " miss"),
+                     f"{m['median_core_mhz']:.0f}",
+                     f"{e['limiter' + g]['median_clock_pct']:+.2f}" + ("" if r["clock_target_met"] else " miss")])
+    c = make_console()
+    c.print(table(f"steps on {spec.name}: predicted vs measured (targets ±{doc['targets']['energy_pct']} % "
+                  f"energy, ±{doc['targets']['median_clock_pct']} % median clock)",
+                  ["model", "energy (J)", "isolated ΔE %", "limiter ΔE %", "median MHz", "limiter Δclock %"], rows))
+    met = doc["met"]
+    c.print(f"within the targets ({doc['judged_on']}): energy {met['energy']} of {met['of']}, median clock "
+            f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
+    for r in skipped:
+        c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    if not met["of"]:
+        raise InputError(f"no step in {a.dir!r} could be checked (every one was skipped, reasons above); give the "
+                         "folder `kdvfs measure-steps -o` wrote")
     return 0
 
 
