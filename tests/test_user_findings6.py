@@ -4,6 +4,7 @@ Every bad input must give one line (``kdvfs: error: ...``) and exit 2, never a t
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -81,3 +82,70 @@ def test_validate_steps_with_every_step_skipped_exits_2_and_says_why(tmp_path, c
     code, out, err = run_cli(["validate-steps", str(tmp_path), "--gpu", "h200"], capsys)
     assert code == 2 and "Traceback" not in err
     assert "skipped big: not measured: CUDA out of memory" in out and "no step in" in err
+
+
+# ----------------------------------------------------------------------------------------------- calibrate-h200
+def _char(tmp_path, name, edit):
+    """characterization4 (six duty entries, three kernels) with ``edit(doc)`` applied, written as plain JSON."""
+    doc = json.loads(gzip.decompress(CHAR4.read_bytes()))
+    edit(doc)
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _calibrate(tmp_path, capsys, *files):
+    args = ["calibrate-h200", "--no-bundle", "-o", str(tmp_path / "fit.json")]
+    for f in files:
+        args += ["--data", str(f)]
+    return run_cli(args, capsys)
+
+
+def _pop_all(key):
+    def edit(doc):
+        for k in doc["kernels"]:
+            k.pop(key, None)
+    return edit
+
+
+def _set_first(key, value):
+    def edit(doc):
+        doc["kernels"][0][key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (_pop_all("time_mean_s"), "has no 'time_mean_s'"),  # the busy share would silently use the median wait
+    (_set_first("power_w", float("nan")), "'power_w' must be a positive number, got nan"),
+    (_set_first("time_s", "fast"), "'time_s' must be a positive number, got 'fast'"),
+    (_set_first("time_mean_s", -1), "'time_mean_s' must be a positive number, got -1"),
+    (lambda d: d.update(kernels={"a": 1}), "'kernels' must be a list"),
+    (lambda d: d.update(kernels=["x"]), "kernel 0 must be an object"),
+])
+def test_calibrate_h200_refuses_bad_entries_in_one_line(tmp_path, capsys, edit, needle):
+    ok = ROOT / "validation/h200/characterization/characterization3.json.gz"  # enough kernels beside the bad file
+    bad = _char(tmp_path, "bad.json", edit)
+    _one_error_line(*_calibrate(tmp_path, capsys, ok, bad), needle)
+    assert not (tmp_path / "fit.json").exists()
+
+
+def test_calibrate_h200_refuses_unreadable_or_foreign_files(tmp_path, capsys):
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(gzip.compress(CHAR4.read_bytes())[:40])  # a truncated gzip stream
+    _one_error_line(*_calibrate(tmp_path, capsys, gz), "cannot read characterisation file")
+    _one_error_line(*_calibrate(tmp_path, capsys, tmp_path / "none.json"), "No such file")
+    steps = ROOT / "validation/h200/steps/steps.json"
+    _one_error_line(*_calibrate(tmp_path, capsys, steps), "is not a kdvfs-characterization/1 file", "kdvfs-steps/1")
+
+
+def test_calibrate_h200_refuses_too_few_kernels_and_warns_without_duty_entries(tmp_path, capsys, caplog):
+    _one_error_line(*_calibrate(tmp_path, capsys, CHAR4), "9 measured kernel(s)", "fewer than the 11 constants")
+    code, _, err = _calibrate(tmp_path, capsys, ROOT / "validation/h200/characterization/characterization3.json.gz")
+    assert code == 0 and "Traceback" not in err
+    assert any("no duty entry" in r.getMessage() for r in caplog.records)
+
+
+def test_calibrate_h200_default_data_outside_a_checkout_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _one_error_line(*run_cli(["calibrate-h200", "--no-bundle", "-o", "fit.json"], capsys), "run from the repository root")
+    assert not (tmp_path / "fit.json").exists()
