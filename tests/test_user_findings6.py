@@ -149,3 +149,21 @@ def test_calibrate_h200_default_data_outside_a_checkout_is_one_line(tmp_path, ca
     monkeypatch.chdir(tmp_path)
     _one_error_line(*run_cli(["calibrate-h200", "--no-bundle", "-o", "fit.json"], capsys), "run from the repository root")
     assert not (tmp_path / "fit.json").exists()
+
+
+# ----------------------------------------------------------------------------------------------- measure-steps
+@pytest.mark.parametrize("models, needle", [
+    ("", "names no model"),
+    (" , ", "names no model"),
+    ("gpt2-medium,,bert-large", "empty name between commas"),
+    ("gpt2-medium,", "empty name between commas"),
+    ("gpt2-medium,gpt2-medium", "the same model twice"),
+    ("llama-0.5b-b2,llama-0.5b-b02", "the same model twice"),
+    ("gpt2-medium-b0", "at least 1, got 0"),
+    ("gpt2-medium-bx", "is not one of"),
+    ("nosuch-b2", "is not one of"),
+])
+def test_measure_steps_refuses_bad_model_lists_before_touching_a_gpu(tmp_path, capsys, models, needle):
+    line = _one_error_line(*run_cli(["measure-steps", "--models", models, "-o", str(tmp_path / "o")], capsys),
+                           "--models", needle)
+    assert "NVML" not in line and not (tmp_path / "o").exists()
