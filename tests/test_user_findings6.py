@@ -167,3 +167,42 @@ def test_measure_steps_refuses_bad_model_lists_before_touching_a_gpu(tmp_path, c
     line = _one_error_line(*run_cli(["measure-steps", "--models", models, "-o", str(tmp_path / "o")], capsys),
                            "--models", needle)
     assert "NVML" not in line and not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------------------------- compare --limiter
+def test_limited_rows_flag_exactly_the_rows_that_fell_back_to_auto(tmp_path, capsys):
+    from kdvfs.gpus import get_gpu
+    from kdvfs.limiter import limiter_for, limiter_params
+    from kdvfs.model import default_params
+    from kdvfs.optimize.problem import Problem
+    from kdvfs.profile import build_profile
+    from kdvfs.trace import load_trace
+    from simulator.limited_whatif import limited_rows
+
+    t = tmp_path / "toy.trace.json"
+    assert run_cli(["trace", "import", str(TOY), "-o", str(t)], capsys)[0] == 0
+    trace, spec = load_trace(t), get_gpu("h200")
+    lim = limiter_for(spec)
+    pb = Problem(trace, build_profile(trace, spec, default_params(trace, spec)))
+    rows = {r["policy"]: r for r in limited_rows(pb, spec, limiter_params(trace, spec, lim), lim, spec.switch, "sync",
+                                                 0.0, policies=("auto", "pass", "ideal", "switch-aware"))}
+    for name, r in rows.items():  # the flag says exactly: no switch, auto's time and energy, not auto itself
+        same = r["switches"] == 0 and abs(r["time_change_pct"]) < 1e-9 and abs(r["energy_change_pct"]) < 1e-9
+        assert r["fell_back_to_auto"] == (same and name != "auto"), name
+    assert rows["pass"]["fell_back_to_auto"]  # at 0 % slack nothing coarse keeps auto's time under the limiter here
+    assert not rows["ideal"]["fell_back_to_auto"]
+
+
+def test_compare_under_the_limiter_labels_ideal_rows_and_fallbacks_and_says_what_the_rows_are(capsys, monkeypatch):
+    import simulator.limited_whatif as lw
+
+    def canned(*_a, **_k):
+        return [{"policy": p, "time_change_pct": t, "energy_change_pct": e, "switches": n, "fell_back_to_auto": f}
+                for p, t, e, n, f in (("auto", 0, 0, 0, False), ("pass", 0, 0, 0, True), ("ideal", 8, -25, 9, False),
+                                      ("limiter-aware ideal", 0.4, -22, 9, False))]
+
+    monkeypatch.setattr(lw, "limited_rows", canned)
+    code, out, _ = run_cli(["compare", "--trace", "gpt3xl-torch-h200-bf16", "--slack", "1"], capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "ideal (free switching)" in text and "limiter-aware ideal (free switching)" in text
+    assert "pass → auto" in text and "chosen as if each kernel were throttled alone" in text
