@@ -206,3 +206,27 @@ def test_compare_under_the_limiter_labels_ideal_rows_and_fallbacks_and_says_what
     text = " ".join(out.split())
     assert code == 0 and "ideal (free switching)" in text and "limiter-aware ideal (free switching)" in text
     assert "pass → auto" in text and "chosen as if each kernel were throttled alone" in text
+
+
+# ----------------------------------------------------------------------------------------------- analyze on the H200
+def test_analyze_on_a_card_with_a_limiter_reports_its_boundary_schedules_under_it(tmp_path, capsys):
+    """analyze plans each kernel throttled alone; on the H200 the default `simulate` runs the fitted limiter, under
+    which those schedules ran +3 … +6.6 % at 1 % slack on five foreign steps, and analyze said nothing of it."""
+    t = str(tmp_path / "toy.trace.json")
+    assert run_cli(["trace", "import", str(TOY), "-o", t], capsys)[0] == 0
+    o = tmp_path / "an"
+    code, out, _ = run_cli(["analyze", t, "--gpu", "h200", "--slack", "1", "--no-kernel-switch-aware", "-o", str(o),
+                            "--json"], capsys)
+    assert code == 0
+    (row,) = json.loads(out)["limiter_check"]
+    assert row["slack_pct"] == 1.0 and row["schedule"] == "schedule-boundary-slack1.json"
+    code, sim, _ = run_cli(["simulate", "--trace", t, "--gpu", "h200", "--schedule", str(o / row["schedule"]),
+                            "--mechanism", "predictive", "--json"], capsys)  # the limiter is on by default
+    s = json.loads(sim)
+    assert abs(s["time_change_pct"] - row["time_change_pct"]) < 1e-6
+    assert abs(s["energy_change_pct"] - row["energy_change_pct"]) < 1e-6
+    report = (o / "report.md").read_text()
+    assert "windowed power limiter" in report and f"{row['time_change_pct']:+.2f} % time" in report
+    code, out, _ = run_cli(["analyze", t, "--gpu", "rtx3080ti", "--slack", "1", "--no-kernel-switch-aware", "-o",
+                            str(tmp_path / "an2"), "--json"], capsys)
+    assert code == 0 and "limiter_check" not in json.loads(out)  # no fitted limiter there: nothing added
