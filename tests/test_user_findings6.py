@@ -230,3 +230,11 @@ def test_analyze_on_a_card_with_a_limiter_reports_its_boundary_schedules_under_i
     code, out, _ = run_cli(["analyze", t, "--gpu", "rtx3080ti", "--slack", "1", "--no-kernel-switch-aware", "-o",
                             str(tmp_path / "an2"), "--json"], capsys)
     assert code == 0 and "limiter_check" not in json.loads(out)  # no fitted limiter there: nothing added
+
+
+def test_optimize_without_the_limiter_on_a_card_that_has_one_says_so(capsys):
+    code, out, err = run_cli(["optimize", "--trace", "gpt3xl-torch-h200-bf16", "--slack", "1"], capsys)
+    assert code == 0 and "ideal (free switching)" in out
+    assert "h200 has a fitted power limiter" in " ".join(err.split())
+    code, out, err = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--slack", "1"], capsys)
+    assert code == 0 and "power limiter" not in err

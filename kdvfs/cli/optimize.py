@@ -56,6 +56,19 @@ def cmd_optimize(a) -> int:
     out(a).print(f"{s.granularity}-level {s.scope} {s.objective} (slack {s.slack_pct:+g} %) by {s.solver}: "
                   f"time {p.time_change_pct:+.3f} %, energy {p.energy_change_pct:+.3f} % vs auto, "
                   f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
+    card = a.gpu or pb.profile.gpu
+    if lim is None and a.limiter == "off" and card:
+        from kdvfs.limiter import limiter_for
+
+        if limiter_for(get_gpu(card)) is not None:  # simulate/compare/whatif run it by default: say so here
+            import sys
+
+            from kdvfs.console import make_console
+
+            make_console(sys.stderr).print(
+                f"note: {card} has a fitted power limiter; this plan prices each kernel throttled alone, and "
+                "`kdvfs simulate` runs it under the limiter by default, where it can exceed its slack; `--limiter auto` "
+                "chooses under the limiter", markup=False)
     return 0
 
 
