@@ -238,3 +238,15 @@ def test_optimize_without_the_limiter_on_a_card_that_has_one_says_so(capsys):
     assert "h200 has a fitted power limiter" in " ".join(err.split())
     code, out, err = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--slack", "1"], capsys)
     assert code == 0 and "power limiter" not in err
+
+
+def test_validate_steps_options_are_checked_before_the_simulation(tmp_path, capsys):
+    (tmp_path / "s").mkdir()
+    d = _steps_dir(tmp_path / "s")
+    base = ["validate-steps", str(d), "--gpu", "h200"]
+    _one_error_line(*run_cli(base + ["--gap-power", "1e9"], capsys), "below the card's cap")
+    _one_error_line(*run_cli(base + ["--characterization", str(d / "steps.json")], capsys),
+                    "is not a kdvfs-characterization/1 file")
+    nothing = _char(tmp_path, "no-idle.json", lambda doc: doc.pop("idle_after"))
+    _one_error_line(*run_cli(base + ["--characterization", str(nothing)], capsys), "has no 'idle_after' power")
+    _one_error_line(*run_cli(base + ["-o", str(tmp_path)], capsys), "is a directory")

@@ -177,6 +177,10 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
+    if a.output:  # before the minutes of simulation, not after
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "report output", make_parents=True)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -186,11 +190,19 @@ def cmd_validate_steps(a) -> int:
     card_fit = bundled_dir() / f"{spec.name}.fit.json"
     gap_fit = load_json(card_fit).get("params", {}).get("gap_power_w") if card_fit.exists() else None
     if a.characterization:  # NVML's power right after the campaign, for comparison
-        alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
+        from hw_backend.characterize import load_characterization
+
+        after = load_characterization(a.characterization).get("idle_after")
+        if not isinstance(after, dict) or not isinstance(after.get("power_w"), (int, float)):
+            raise InputError(f"--characterization {a.characterization!r} has no 'idle_after' power (the campaign's "
+                             "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
+                             "run, or leave the option out")
+        alt["idle_after"] = float(after["power_w"])
     if idle_plant is not None and gap_fit is not None:
         alt["idle_plant"] = float(idle_plant)
-    if a.gap_power is not None and not (math.isfinite(a.gap_power) and a.gap_power > 0):
-        raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts (the GPU idle between steps); "
+    if a.gap_power is not None and not (math.isfinite(a.gap_power) and 0 < a.gap_power < spec.cap_w):
+        raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts below the card's cap "
+                         f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     gap_w = a.gap_power if a.gap_power is not None else (gap_fit if gap_fit is not None else idle_plant)
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
