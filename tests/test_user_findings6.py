@@ -250,3 +250,11 @@ def test_validate_steps_options_are_checked_before_the_simulation(tmp_path, caps
     nothing = _char(tmp_path, "no-idle.json", lambda doc: doc.pop("idle_after"))
     _one_error_line(*run_cli(base + ["--characterization", str(nothing)], capsys), "has no 'idle_after' power")
     _one_error_line(*run_cli(base + ["-o", str(tmp_path)], capsys), "is a directory")
+
+
+def test_calibrate_h200_checks_its_output_before_fitting(tmp_path, capsys, monkeypatch):
+    _one_error_line(*run_cli(["calibrate-h200", "--no-bundle", "--data", str(CHAR4), "-o", str(tmp_path)], capsys),
+                    "is a directory")
+    monkeypatch.chdir(tmp_path)  # outside a checkout, the default -o must not leave folders behind
+    _one_error_line(*run_cli(["calibrate-h200", "--no-bundle"], capsys), "run from the repository root")
+    assert list(tmp_path.iterdir()) == []

@@ -134,6 +134,9 @@ def cmd_calibrate_h200(a) -> int:
     if not a.data and not all(Path(f).is_file() for f in DEFAULT_DATA):
         raise InputError(f"calibrate-h200: the default data ({DEFAULT_DATA[0]} and its siblings) is relative to a kdvfs "
                          f"checkout and is not under {str(Path.cwd())!r}; run from the repository root or give --data FILE")
+    from kdvfs.fileio import check_output_path
+
+    check_output_path(a.output, "fit output", make_parents=True)  # before the fit, not after it
     doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
