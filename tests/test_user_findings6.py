@@ -258,3 +258,13 @@ def test_calibrate_h200_checks_its_output_before_fitting(tmp_path, capsys, monke
     monkeypatch.chdir(tmp_path)  # outside a checkout, the default -o must not leave folders behind
     _one_error_line(*run_cli(["calibrate-h200", "--no-bundle"], capsys), "run from the repository root")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_whatif_under_the_limiter_says_what_its_rows_are(capsys):
+    code, out, _ = run_cli(["whatif", "--trace", "gpt3xl-torch-h200-bf16", "--preset-latency-only", "--mechanism",
+                            "sync", "--policy", "pass", "--slack", "0"], capsys)
+    assert code == 0 and "under the card's power limiter" in out
+    assert "chosen under it" in " ".join(out.split())
+    code, out, _ = run_cli(["whatif", "--trace", "gpt3xl-torch-h200-bf16", "--preset-latency-only", "--mechanism",
+                            "sync", "--policy", "pass", "--slack", "0", "--limiter", "off"], capsys)
+    assert code == 0 and "chosen under it" not in " ".join(out.split())
