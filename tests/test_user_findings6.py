@@ -268,3 +268,35 @@ def test_whatif_under_the_limiter_says_what_its_rows_are(capsys):
     code, out, _ = run_cli(["whatif", "--trace", "gpt3xl-torch-h200-bf16", "--preset-latency-only", "--mechanism",
                             "sync", "--policy", "pass", "--slack", "0", "--limiter", "off"], capsys)
     assert code == 0 and "chosen under it" not in " ".join(out.split())
+
+
+# ----------------------------------------------------------------------------------------------- conv work (ViT)
+def test_conv_work_takes_the_recorded_stride_and_the_backward_op_its_own_operands():
+    """ViT-B/16's patch embedding (the held-out vit-base step): a 16 × 16 conv with stride 16 over 224 × 224 images.
+    The estimate took the output as large as the input (256 × the FLOPs: 7 PFLOP/s on the H200), and read
+    convolution_backward's grad_output as the input (1.7 PFLOP/s)."""
+    from kdvfs.work import op_work
+
+    x, w = [128, 3, 224, 224], [768, 3, 16, 16]
+    true = 2.0 * 128 * 768 * 14 * 14 * 3 * 16 * 16
+    f = op_work("aten::cudnn_convolution", [x, w, [], [], [], [], [], [], []], ["c10::BFloat16"] * 2,
+                concrete=["", "", "[0, 0]", "[16, 16]", "[1, 1]", "1", "False", "False", "True"])
+    assert f.flops == pytest.approx(true)
+    f = op_work("aten::convolution", [x, w, [768], [], [], [], [], [], []], ["c10::BFloat16"] * 3,
+                concrete=["", "", "", "[16, 16]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"])
+    assert f.flops == pytest.approx(true)
+    g = [128, 768, 14, 14]
+    b = op_work("aten::convolution_backward", [g, x, w, [], [], [], [], [], [], [], []], ["c10::BFloat16"] * 3,
+                concrete=["", "", "", "[768]", "[16, 16]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1",
+                          "[False, True, True]"])
+    assert b.flops == pytest.approx(true)  # the weight's gradient only: the images need none
+    b2 = op_work("aten::convolution_backward", [g, x, w, [], [], [], [], [], [], [], []], ["c10::BFloat16"] * 3,
+                 concrete=["", "", "", "[768]", "[16, 16]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1",
+                           "[True, True, True]"])
+    assert b2.flops == pytest.approx(2 * true) and b2.bytes > b.bytes
+    # a 3 × 3 conv with stride 1 and padding 1 keeps its size, as before; without the arguments, as before
+    same = 2.0 * 8 * 64 * 56 * 56 * 32 * 9
+    c = op_work("aten::conv2d", [[8, 32, 56, 56], [64, 32, 3, 3], [64], [], [], [], []], ["float"] * 3,
+                concrete=["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
+    assert c.flops == pytest.approx(same)
+    assert op_work("aten::conv2d", [[8, 32, 56, 56], [64, 32, 3, 3]], ["float"] * 2).flops == pytest.approx(same)
