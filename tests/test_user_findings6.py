@@ -300,3 +300,11 @@ def test_conv_work_takes_the_recorded_stride_and_the_backward_op_its_own_operand
                 concrete=["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
     assert c.flops == pytest.approx(same)
     assert op_work("aten::conv2d", [[8, 32, 56, 56], [64, 32, 3, 3]], ["float"] * 2).flops == pytest.approx(same)
+
+
+def test_limiter_check_with_a_file_that_is_not_a_fit_is_one_line(tmp_path, capsys):
+    other = tmp_path / "steps.json"
+    other.write_text(json.dumps({"format": "kdvfs-steps/1", "steps": []}))
+    sr = ROOT / "validation/h200/characterization/characterization.json.gz"
+    _one_error_line(*run_cli(["limiter", "check", str(sr), "--gpu", "h200", "--fit", str(other)], capsys),
+                    "is not a limiter fit")

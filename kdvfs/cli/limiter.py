@@ -69,7 +69,11 @@ def cmd_limiter_check(a) -> int:
     srs, _ = load_step_responses(a.files)
     if a.only:
         srs = [s for s in srs if s["name"] in set(a.only)]
-    res = check_limiter(srs, spec, load_json(a.fit))
+    fit = load_json(a.fit)
+    if not isinstance(fit, dict) or not isinstance(fit.get("model"), dict):
+        raise InputError(f"--fit {a.fit!r} is not a limiter fit (no \"model\" object); give the JSON that "
+                         "`kdvfs limiter fit -o` wrote (or traces/GPU.limiter.json)")
+    res = check_limiter(srs, spec, fit)
     doc = {"fit": a.fit, "files": a.files, "responses": res, "command": _command()}
     if a.output:
         _write_json(doc, a.output)
