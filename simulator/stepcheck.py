@@ -42,15 +42,21 @@ def _params_as_profile_build(trace, spec):
 
 
 def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params_fn=_params_as_profile_build,
-              measured_time_s: float | None = None, gap_power_w: float | None = None) -> dict:
+              measured_time_s: float | None = None, gap_power_w: float | None = None,
+              imported: dict | None = None) -> dict:
     """Predictions for one recorded step: kernels only, and (given the measured step time) with the host time between
     steps as GPU idle at ``gap_power_w``, isolated-and-summed and under the limiter."""
     from kdvfs.importers import import_kineto
     from simulator.api import build_run
     from simulator.limiter import run_limited
 
-    imp = import_kineto(kineto, name=model)
-    trace = imp.trace
+    key = (str(kineto), model)  # ``imported``: traces already read in this check (the gap-power reruns reuse them)
+    if imported is not None and key in imported:
+        trace = imported[key]
+    else:
+        trace = import_kineto(kineto, name=model).trace
+        if imported is not None:
+            imported[key] = trace
     params = params_fn(trace, spec)
     # only the auto setting is simulated; its rows equal those of the full `profile build` grid
     prof = build_profile(trace, spec, params, settings=[(AUTO, AUTO)])
@@ -138,7 +144,8 @@ def _checked_steps(doc, path: Path) -> list[dict]:
 
 
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
-                gap_power_w: float | None = None, alt_gap_powers: dict | None = None) -> dict:
+                gap_power_w: float | None = None, alt_gap_powers: dict | None = None,
+                _imported: dict | None = None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
@@ -158,6 +165,7 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
     steps = _checked_steps(doc, path)
+    imported = {} if _imported is None else _imported
     rows = []
     for st in steps:
         model = st["model"]
@@ -167,7 +175,7 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
         try:
             kin = d / st["trace"]
             pred = check_one(kin, model, spec, lim, params_fn or _params_as_profile_build, float(st["step_time_s"]),
-                             gap_power_w)
+                             gap_power_w, imported)
         except KdvfsError as e:
             rows.append({"model": model, "skipped": str(e)})
             continue
@@ -186,7 +194,7 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     done = [r for r in rows if "measured" in r]
     alt = {}
     for name, w in (alt_gap_powers or {}).items():
-        d2 = check_steps(steps_dir, spec, lim, params_fn, w)
+        d2 = check_steps(steps_dir, spec, lim, params_fn, w, _imported=imported)
         alt[name] = {"gap_power_w": w, "met": d2["met"],
                      "error": {r["model"]: r["error"] for r in d2["steps"] if "error" in r}}
     return {"gap_power_sensitivity": alt,"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,

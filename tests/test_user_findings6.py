@@ -316,3 +316,23 @@ def test_tables_print_no_negative_zero():
 
     assert _signed(-1e-14, 3) == "+0.000" and _signed(-0.0004, 3) == "+0.000" and _signed(-0.0006, 3) == "-0.001"
     assert _signed(-0.004, 2) == "+0.00" and _signed(1.5, 2) == "+1.50"
+
+
+def test_validate_steps_reads_each_trace_once_across_the_gap_powers(tmp_path, monkeypatch):
+    import kdvfs.importers as imp
+    from kdvfs.gpus import get_gpu
+    from simulator.stepcheck import check_steps
+
+    calls = []
+    real = imp.import_kineto
+
+    def counted(path, *a, **k):
+        calls.append(str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(imp, "import_kineto", counted)
+    d = _steps_dir(tmp_path)
+    doc = check_steps(d, get_gpu("h200"), gap_power_w=116.7, alt_gap_powers={"a": 100.0, "b": 130.0})
+    assert len(calls) == 1 and doc["met"]["of"] == 1 and set(doc["gap_power_sensitivity"]) == {"a", "b"}
+    e = {k: v["error"]["toy"]["limiter_with_gaps"]["energy_pct"] for k, v in doc["gap_power_sensitivity"].items()}
+    assert e["a"] < doc["steps"][0]["error"]["limiter_with_gaps"]["energy_pct"] < e["b"]  # more gap power, more energy
