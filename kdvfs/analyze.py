@@ -221,8 +221,9 @@ def limiter_caution(rows: list[dict[str, Any]], gpu: str) -> str:
     over = [r for r in rows if r["time_change_pct"] > r["slack_pct"] + 0.05]
     parts = "; ".join(f"slack {r['slack_pct']:g} %: {_pct(r['time_change_pct'], 2)} time, "
                       f"{_pct(r['energy_change_pct'])} energy" for r in rows)
-    head = (f"Caution: these plans throttle each kernel on its own. {gpu} has a fitted windowed power limiter, under "
-            "which auto runs faster; there the module-boundary schedules give ") if over else (
+    head = (f"Caution: these plans throttle each kernel on its own. {gpu} has a fitted windowed power limiter "
+            "(`kdvfs simulate` uses it by default); under it, against auto under it, the module-boundary schedules "
+            "give ") if over else (
             f"Under {gpu}'s fitted windowed power limiter the module-boundary schedules give ")
     tail = (" (over their slack). `kdvfs compare --trace T --gpu G --slack S` shows plans chosen under the limiter "
             "(limiter-aware rows); `kdvfs simulate --limiter off` reproduces the table above.") if over else "."
