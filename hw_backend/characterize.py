@@ -23,10 +23,12 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import os
 import statistics
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -297,15 +299,29 @@ def load_characterization(path: str | Path) -> dict:
     try:
         raw = path.read_bytes()
         doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, zlib.error) as e:  # EOFError, zlib.error: a truncated or corrupt .gz
         raise FormatError(f"cannot read characterisation file {str(path)!r}: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise FormatError(f"{str(path)!r} is not a {FORMAT} file (its 'format' is {doc.get('format') if isinstance(doc, dict) else None!r}); "
                           "write one with `kdvfs characterize`")
-    for i, k in enumerate(doc.get("kernels", [])):
+    kernels = doc.get("kernels", [])
+    if not isinstance(kernels, list):
+        raise FormatError(f"{str(path)!r}: 'kernels' must be a list of measured entries, got {type(kernels).__name__}; "
+                          "write the file with `kdvfs characterize`")
+    for i, k in enumerate(kernels):
+        if not isinstance(k, dict):
+            raise FormatError(f"{str(path)!r}: kernel {i} must be an object, got {k!r:.60}")
+        if "skipped" in k:
+            continue
         for key in ("name", "time_s", "power_w", "sm_mhz_median"):
-            if key not in k and "skipped" not in k:
+            if key not in k:
                 raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}) lacks {key!r}")
+        # the fit divides by these: each a positive number where present (time_mean_s, burst_time_s: later files)
+        for key in ("time_s", "power_w", "sm_mhz_median", "time_mean_s", "burst_time_s"):
+            v = k.get(key, 1.0)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}): {key!r} must be a positive number, "
+                                  f"got {v!r}; re-measure it with `kdvfs characterize` or remove the entry")
     return doc
 
 

@@ -163,7 +163,10 @@ def parse_model(spec: str) -> tuple[str, int | None]:
     if spec in MODELS:
         return spec, None
     m = _BATCH.match(spec)
-    if m and m["base"] in MODELS and int(m["batch"]) >= 1:
+    if m and m["base"] in MODELS:
+        if int(m["batch"]) < 1:
+            raise InputError(f"model {spec!r} is not one of the runnable names: the batch size after '-b' must be a "
+                             f"whole number of at least 1, got {m['batch']}; e.g. {m['base']}-b2")
         return m["base"], int(m["batch"])
     raise InputError(f"model {spec!r} is not one of {', '.join(MODELS)}, nor one of them with a batch size as "
                      "'-b<N>' (e.g. llama-0.5b-b2)")

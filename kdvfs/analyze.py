@@ -33,7 +33,7 @@ from kdvfs.schedule import Schedule, save_schedule
 from kdvfs.switching import MECHANISMS, SwitchCosts, check_mechanism
 from kdvfs.trace import Trace
 
-__all__ = ["IDEAL", "analyze", "write_report"]
+__all__ = ["IDEAL", "analyze", "limiter_caution", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,8 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
                   "observe-only data (the H200) never ran a kernel at such a clock, and a kernel whose time the model "
                   "finds independent of the core clock is sent to the lowest one. Measure a few of those kernels "
                   "(`kdvfs sweep`) before trusting that part of the saving."]
+    if doc.get("limiter_check"):
+        lines += ["", limiter_caution(doc["limiter_check"], doc["gpu"])]
     lines += ["", "Time and energy are relative to the driver's own clocks (auto), per iteration, from the profile. "
               f"'{IDEAL}' assumes a switch costs nothing. 'naive' pays every switch of that schedule; the naive rows "
               "of the other mechanisms are in analysis.json.", ""]
@@ -211,6 +213,21 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
                   "Apply a `schedule-boundary-*` file in the training loop with `hw_backend.torch_runtime.KdvfsRuntime` "
                   "(README, step 4).", ""]
     return "\n".join(lines)
+
+
+def limiter_caution(rows: list[dict[str, Any]], gpu: str) -> str:
+    """One paragraph: the boundary schedules under the card's fitted power limiter (rows from the command line, which
+    may run the simulator), beside the slack they were planned for without it."""
+    over = [r for r in rows if r["time_change_pct"] > r["slack_pct"] + 0.05]
+    parts = "; ".join(f"slack {r['slack_pct']:g} %: {_pct(r['time_change_pct'], 2)} time, "
+                      f"{_pct(r['energy_change_pct'])} energy" for r in rows)
+    head = (f"Caution: these plans throttle each kernel on its own. {gpu} has a fitted windowed power limiter "
+            "(`kdvfs simulate` uses it by default); under it, against auto under it, the module-boundary schedules "
+            "give ") if over else (
+            f"Under {gpu}'s fitted windowed power limiter the module-boundary schedules give ")
+    tail = (" (over their slack). `kdvfs compare --trace T --gpu G --slack S` shows plans chosen under the limiter "
+            "(limiter-aware rows); `kdvfs simulate --limiter off` reproduces the table above.") if over else "."
+    return head + parts + tail
 
 
 def _figure(doc: dict[str, Any], path: Path) -> None:

@@ -129,6 +129,10 @@ def zoo_rows(doc: dict) -> list[dict]:
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
                 continue  # no burst timing recorded: the busy share is unknown
+            if not r.get("time_mean_s"):  # the median wait would leave the host's time out of the period (item 8)
+                raise InputError(f"duty entry {r['name']!r} has no 'time_mean_s' (the measured window over its "
+                                 "invocations), which its busy share needs; re-measure it with `kdvfs characterize` "
+                                 "or remove the entry")
             r["busy"] = min(1.0, float(r["burst_time_s"]) / period_s(r))
             r["uncapped"] = True
         rows.append(r)
@@ -351,6 +355,13 @@ def run_h200_fit(data, command: str = "") -> dict:
     list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
     are predicted with; they are not fitted."""
     rows, gap_w, paths, docs = prepared_rows(data)
+    if len(rows) < len(_X0):
+        raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
+                         f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
+                         "71 kernels)")
+    if not any(r["role"] == "duty" for r in rows):
+        log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
+                    "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
     gaps = load_rows(data)[1]
     onset = onset_rows(docs)
     x = fit_h200(rows, gap_w)

@@ -19,6 +19,7 @@ and applied on one definition of work.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -229,7 +230,7 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if full in _GEMM_OPS:
         return _gemm_from(full, shapes, dt, tf32)
     if _CONV_OPS.search(full):
-        return _conv_from(shapes, dt, tf32)
+        return _conv_from(shapes, dt, tf32, full, concrete)
     if _ATTN_OPS.search(full):
         bwd = backward or "backward" in name
         qi = 1 if bwd and "backward" in name else 0  # backward ops take grad_out first
@@ -312,16 +313,55 @@ def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | 
     return None
 
 
-def _conv_from(shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
-    """Direct convolution: 2 · N · Cout · Hout · Wout · Cin/groups · kH · kW, with Hout ≈ Hin (same padding)."""
+# positions of (stride, padding, dilation) in each convolution op's arguments (PyTorch's native_functions.yaml)
+_CONV_ARGS = {"aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
+              "aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5), "aten::cudnn_convolution": (3, 2, 4)}
+
+
+def _int_list(v: object) -> list[int] | None:
+    """``"[16, 16]"`` (a profiler's concrete input) as ``[16, 16]``; None where it is not such a list."""
     try:
+        out = json.loads(v) if isinstance(v, str) else None
+    except ValueError:
+        return None
+    return [int(x) for x in out] if isinstance(out, list) and all(isinstance(x, int) for x in out) else None
+
+
+def _conv_out(x: list[int], w: list[int], op: str, concrete: object) -> list[int]:
+    """The output's spatial sizes: from the stride, padding and dilation the op recorded (a ViT's patch embedding
+    has stride 16: its output is 14 × 14, not 224 × 224), else the input's (stride 1, same padding)."""
+    pos = _CONV_ARGS.get(op)
+    conc = concrete if isinstance(concrete, list) else []
+    if pos is not None and max(pos) < len(conc):
+        st, pad, dil = (_int_list(conc[i]) for i in pos)
+        nd = len(x) - 2
+        if st and pad and dil and len(st) == len(pad) == len(dil) == nd:
+            return [max(1, (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // st[i] + 1) for i in range(nd)]
+    return list(x[2:])
+
+
+def _conv_from(shapes: list[list[int]], dt: str, tf32: bool, op: str = "", concrete: object = None) -> Work | None:
+    """Direct convolution: 2 · N · Cout · Hout · Wout · Cin/groups · kH · kW (the output's size from the recorded
+    stride and padding, ``_conv_out``). ``convolution_backward`` (grad_output, input, weight, …, output_mask) computes
+    that once for the input's gradient and once for the weight's, each only where its output_mask asks for it."""
+    d = "tf32" if (dt == "fp32" and tf32) else dt
+    try:
+        if "backward" in op:
+            g, x, w = shapes[0], shapes[1], shapes[2]
+            mask = concrete[10] if isinstance(concrete, list) and len(concrete) > 10 else ""
+            want = [str(m).strip() == "True" for m in str(mask).strip("[]").split(",")] if mask else [True, True]
+            passes = int(want[0]) + int(len(want) > 1 and want[1])
+            flops = 2.0 * g[0] * g[1] * _numel(g[2:]) * _numel(w[1:]) * passes
+            # grad_output and both operands read; the gradients asked for written
+            nbytes = (_numel(g) + _numel(x) + _numel(w) + want[0] * _numel(x)
+                      + (len(want) > 1 and want[1]) * _numel(w)) * _size(dt)
+            return Work(flops, float(nbytes), d, d in ("bf16", "fp16", "tf32"), "shapes")
         x, w = shapes[0], shapes[1]
-        spatial_out = _numel(x[2:])
+        spatial_out = _numel(_conv_out(x, w, op, concrete))
         flops = 2.0 * x[0] * w[0] * spatial_out * _numel(w[1:])
         nbytes = (_numel(x) + _numel(w) + x[0] * w[0] * spatial_out) * _size(dt)
     except (IndexError, TypeError):
         return None
-    d = "tf32" if (dt == "fp32" and tf32) else dt
     return Work(flops, float(nbytes), d, d in ("bf16", "fp16", "tf32"), "shapes")
 
 

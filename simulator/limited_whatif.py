@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 from kdvfs.errors import InputError, KdvfsError
 from kdvfs.gpus import GpuSpec, SwitchModel
@@ -85,6 +86,10 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
             else:
                 r = sim(plan.schedule, free if pol == "limiter-aware ideal" else paid)
         rows.append({"policy": pol, "slack_pct": slack_pct, "mechanism": mechanism, "switch_latency_s": sw.total_s,
+                     # no plan of this policy kept the slack under the limiter but all-auto: the row is auto's
+                     "fell_back_to_auto": pol != "auto" and r.switches == 0
+                     and math.isclose(r.time_s, auto.time_s, rel_tol=1e-12)
+                     and math.isclose(r.energy_j, auto.energy_j, rel_tol=1e-12),
                      "time_change_pct": 100 * (r.time_s / auto.time_s - 1),
                      "energy_change_pct": 100 * (r.energy_j / auto.energy_j - 1), "switches": r.switches,
                      "median_core_mhz": r.limiter.median_core_mhz, "steady_ceiling_mhz": r.limiter.steady_ceiling_mhz,

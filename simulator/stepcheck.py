@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,15 +42,21 @@ def _params_as_profile_build(trace, spec):
 
 
 def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params_fn=_params_as_profile_build,
-              measured_time_s: float | None = None, gap_power_w: float | None = None) -> dict:
+              measured_time_s: float | None = None, gap_power_w: float | None = None,
+              imported: dict | None = None) -> dict:
     """Predictions for one recorded step: kernels only, and (given the measured step time) with the host time between
     steps as GPU idle at ``gap_power_w``, isolated-and-summed and under the limiter."""
     from kdvfs.importers import import_kineto
     from simulator.api import build_run
     from simulator.limiter import run_limited
 
-    imp = import_kineto(kineto, name=model)
-    trace = imp.trace
+    key = (str(kineto), model)  # ``imported``: traces already read in this check (the gap-power reruns reuse them)
+    if imported is not None and key in imported:
+        trace = imported[key]
+    else:
+        trace = import_kineto(kineto, name=model).trace
+        if imported is not None:
+            imported[key] = trace
     params = params_fn(trace, spec)
     # only the auto setting is simulated; its rows equal those of the full `profile build` grid
     prof = build_profile(trace, spec, params, settings=[(AUTO, AUTO)])
@@ -90,8 +97,55 @@ def _iso_clocks(spec, params):
     return ev.core_mhz[:, 0]
 
 
+STEPS_FORMAT = "kdvfs-steps/1"
+_MEASURED = ("step_time_s", "step_energy_j", "sm_mhz_median")
+
+
+def _checked_steps(doc, path: Path) -> list[dict]:
+    """The rows of a ``kdvfs-steps/1`` document, checked before anything is simulated (``InputError`` naming the
+    row, the field and the fix): a list of objects, each with a ``model`` name and either an ``error`` (not measured)
+    or its trace file in the folder (``trace``; without one, ``MODEL.kineto.json.gz`` as the measurement names it)
+    and the measured step time, energy and median SM clock as positive numbers."""
+    fix = "give the folder `kdvfs measure-steps -o` wrote, or repair the file"
+    if not isinstance(doc, dict) or doc.get("format", STEPS_FORMAT) != STEPS_FORMAT:
+        what = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise FormatError(f"{str(path)!r} is not a {STEPS_FORMAT} file (its format is {what!r}); {fix}")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise InputError(f"{str(path)!r}: 'steps' must be a non-empty list of measured steps, got {steps!r:.60}; {fix}")
+    out = []
+    for i, st in enumerate(steps):
+        if not isinstance(st, dict):
+            raise InputError(f"{str(path)!r}: step {i} must be an object with 'model', 'trace' and the measurement, "
+                             f"got {st!r:.60}; {fix}")
+        model = st.get("model")
+        if not isinstance(model, str) or not model.strip():
+            raise InputError(f"{str(path)!r}: step {i} has no model name ('model': {model!r}); name the model it "
+                             "measured")
+        if "error" in st:
+            out.append(st)
+            continue
+        trace = st.get("trace", f"{model}.kineto.json.gz")
+        if not isinstance(trace, str) or not trace.strip():
+            raise InputError(f"{str(path)!r}: step {i} ({model!r}) names no trace file ('trace': {trace!r}); give the "
+                             f"Kineto trace's file name in the folder, e.g. \"{model}.kineto.json.gz\"")
+        if not (path.parent / trace).is_file():
+            raise InputError(f"{str(path)!r}: step {i} ({model!r}): its trace {trace!r} is not a file in "
+                             f"{str(path.parent)!r}; copy the recorded trace there (measure-steps writes it beside "
+                             "steps.json) or mark the step with an \"error\"")
+        for key in _MEASURED:
+            v = st.get(key)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            if not ok:
+                raise InputError(f"{str(path)!r}: step {i} ({model!r}): {key!r} must be a positive number (the "
+                                 f"measurement), got {v!r}; {fix}")
+        out.append(dict(st, trace=trace))
+    return out
+
+
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
-                gap_power_w: float | None = None, alt_gap_powers: dict | None = None) -> dict:
+                gap_power_w: float | None = None, alt_gap_powers: dict | None = None,
+                _imported: dict | None = None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
@@ -105,21 +159,23 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
                          "the Kineto traces)")
     try:
         doc = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8 text
         raise FormatError(f"{str(path)!r} is not JSON ({e})") from None
     lim = lim or limiter_for(spec)
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
+    steps = _checked_steps(doc, path)
+    imported = {} if _imported is None else _imported
     rows = []
-    for st in doc.get("steps", []):
-        model = st.get("model", "?")
+    for st in steps:
+        model = st["model"]
         if "error" in st:
             rows.append({"model": model, "skipped": f"not measured: {st['error']}"})
             continue
         try:
-            kin = d / st.get("trace", f"{model}.kineto.json.gz")
+            kin = d / st["trace"]
             pred = check_one(kin, model, spec, lim, params_fn or _params_as_profile_build, float(st["step_time_s"]),
-                             gap_power_w)
+                             gap_power_w, imported)
         except KdvfsError as e:
             rows.append({"model": model, "skipped": str(e)})
             continue
@@ -138,7 +194,7 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     done = [r for r in rows if "measured" in r]
     alt = {}
     for name, w in (alt_gap_powers or {}).items():
-        d2 = check_steps(steps_dir, spec, lim, params_fn, w)
+        d2 = check_steps(steps_dir, spec, lim, params_fn, w, _imported=imported)
         alt[name] = {"gap_power_w": w, "met": d2["met"],
                      "error": {r["model"]: r["error"] for r in d2["steps"] if "error" in r}}
     return {"gap_power_sensitivity": alt,"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,

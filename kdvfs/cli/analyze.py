@@ -7,7 +7,9 @@ import gzip
 import sys
 from pathlib import Path
 
+from kdvfs.analyze import limiter_caution
 from kdvfs.cli.common import out, stage_progress
+from kdvfs.cli.optimize import _signed
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -62,6 +64,9 @@ def cmd_analyze(a) -> int:
     with stage_progress(err, "analyze") as prog:
         doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)))
+    lim_rows = _limiter_check(t, spec, prof, schedules, a.mechanism, sw or spec.switch)
+    if lim_rows:
+        doc["limiter_check"] = lim_rows
     folder = Path(a.output or f"kdvfs-analysis-{t.name}")
     paths = write_report(doc, schedules, folder)
     doc["output"] = {k: str(v) for k, v in paths.items()}
@@ -73,10 +78,50 @@ def cmd_analyze(a) -> int:
             f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
     c.print(table("per iteration, against auto clocks", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
-                    f"{r['time_change_pct']:+.2f}", f"{r['energy_change_pct']:+.2f}", r["switches"]]
+                    _signed(r["time_change_pct"], 2), _signed(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
     c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
+    if lim_rows:
+        c.print(limiter_caution(lim_rows, spec.name))
     return 0
+
+
+def _limiter_check(t, spec, prof, schedules, mechanism, sw) -> list[dict]:
+    """The boundary schedules simulated under the card's fitted power limiter against auto under it, where the card
+    has one (the H200): analyze plans each kernel throttled on its own, and under the windowed limiter auto runs
+    faster, so a plan can exceed its slack there (``kdvfs simulate`` uses the limiter by default). Empty otherwise."""
+    import dataclasses
+
+    from kdvfs.limiter import limiter_for, limiter_params
+
+    lim = limiter_for(spec)
+    names = sorted((n for n in schedules if n.startswith("schedule-boundary-")),
+                   key=lambda n: float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")))
+    if lim is None or not names:
+        return []
+    from kdvfs.gpus import SwitchModel
+    from kdvfs.model import default_params
+    from kdvfs.optimize import allocate_schedule
+    from kdvfs.optimize.problem import Problem
+    from kdvfs.profile import build_profile
+    from kdvfs.switching import SwitchCosts
+    from simulator import SimConfig, simulate
+
+    prof = prof if prof is not None else build_profile(t, spec, default_params(t, spec))  # the one analyze built
+    pb = Problem(t, prof)
+    params = limiter_params(t, spec, lim)
+    costs = SwitchCosts(idle_power_w=spec.idle_power_w)
+    paid = SimConfig(mechanism=mechanism, switch=dataclasses.replace(sw, spread=0.0), costs=costs)
+    free = SimConfig(mechanism="sync", switch=SwitchModel(0.0, 0.0), costs=SwitchCosts(0.0, 0.0, spec.idle_power_w))
+    auto = simulate(t, prof, allocate_schedule(pb, "static", auto=True), spec, free, path="fast", limiter=lim,
+                    params=params)
+    rows = []
+    for n in names:
+        r = simulate(t, prof, schedules[n], spec, paid, path="fast", limiter=lim, params=params)
+        rows.append({"schedule": n, "slack_pct": float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")),
+                     "mechanism": mechanism, "time_change_pct": 100 * (r.time_s / auto.time_s - 1),
+                     "energy_change_pct": 100 * (r.energy_j / auto.energy_j - 1), "switches": r.switches})
+    return rows
 
 
 def cmd_results(a) -> int:

@@ -94,12 +94,21 @@ def cmd_steps(a) -> int:
 
     _refuse_control(a)
     _check_windows(a)
+    if a.models is not None and not a.models.strip(" ,"):
+        raise InputError(f"--models {a.models!r} names no model; give comma-separated names (e.g. llama-0.5b,"
+                         "bert-large-b8) or leave --models out to measure all")
     models = [m.strip() for m in a.models.split(",")] if a.models else list(MODELS)
+    seen: dict[tuple, str] = {}
     for m in models:
+        if not m:
+            raise InputError(f"--models {a.models!r} has an empty name between commas; remove the extra comma")
         try:
-            parse_model(m)
+            key = parse_model(m)
         except InputError as e:
             raise InputError(f"--models: {e}") from None
+        if key in seen:  # one measurement per model: its trace file and steps.json row are named after it
+            raise InputError(f"--models names the same model twice ({seen[key]!r} and {m!r}); give each once")
+        seen[key] = m
     be = NvmlBackend(observe_only=True)
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
     doc = measure_steps(be, a.output, models=models, window_s=a.window, warmup_s=a.warmup, small=a.small, command=cmd,
@@ -122,6 +131,12 @@ def cmd_calibrate_h200(a) -> int:
     from kdvfs.gpus import H200_FIT_FILE
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
+    if not a.data and not all(Path(f).is_file() for f in DEFAULT_DATA):
+        raise InputError(f"calibrate-h200: the default data ({DEFAULT_DATA[0]} and its siblings) is relative to a kdvfs "
+                         f"checkout and is not under {str(Path.cwd())!r}; run from the repository root or give --data FILE")
+    from kdvfs.fileio import check_output_path
+
+    check_output_path(a.output, "fit output", make_parents=True)  # before the fit, not after it
     doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])

@@ -69,7 +69,11 @@ def cmd_limiter_check(a) -> int:
     srs, _ = load_step_responses(a.files)
     if a.only:
         srs = [s for s in srs if s["name"] in set(a.only)]
-    res = check_limiter(srs, spec, load_json(a.fit))
+    fit = load_json(a.fit)
+    if not isinstance(fit, dict) or not isinstance(fit.get("model"), dict):
+        raise InputError(f"--fit {a.fit!r} is not a limiter fit (no \"model\" object); give the JSON that "
+                         "`kdvfs limiter fit -o` wrote (or traces/GPU.limiter.json)")
+    res = check_limiter(srs, spec, fit)
     doc = {"fit": a.fit, "files": a.files, "responses": res, "command": _command()}
     if a.output:
         _write_json(doc, a.output)
@@ -177,6 +181,10 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
+    if a.output:  # before the minutes of simulation, not after
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "report output", make_parents=True)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -186,11 +194,19 @@ def cmd_validate_steps(a) -> int:
     card_fit = bundled_dir() / f"{spec.name}.fit.json"
     gap_fit = load_json(card_fit).get("params", {}).get("gap_power_w") if card_fit.exists() else None
     if a.characterization:  # NVML's power right after the campaign, for comparison
-        alt["idle_after"] = float(load_json(a.characterization)["idle_after"]["power_w"])
+        from hw_backend.characterize import load_characterization
+
+        after = load_characterization(a.characterization).get("idle_after")
+        if not isinstance(after, dict) or not isinstance(after.get("power_w"), (int, float)):
+            raise InputError(f"--characterization {a.characterization!r} has no 'idle_after' power (the campaign's "
+                             "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
+                             "run, or leave the option out")
+        alt["idle_after"] = float(after["power_w"])
     if idle_plant is not None and gap_fit is not None:
         alt["idle_plant"] = float(idle_plant)
-    if a.gap_power is not None and not (math.isfinite(a.gap_power) and a.gap_power > 0):
-        raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts (the GPU idle between steps); "
+    if a.gap_power is not None and not (math.isfinite(a.gap_power) and 0 < a.gap_power < spec.cap_w):
+        raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts below the card's cap "
+                         f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     gap_w = a.gap_power if a.gap_power is not None else (gap_fit if gap_fit is not None else idle_plant)
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
@@ -200,19 +216,30 @@ def cmd_validate_steps(a) -> int:
         print_json(doc)
         return 0
     rows = []
+    skipped = [r for r in doc["steps"] if "skipped" in r]
     for r in doc["steps"]:
         if "skipped" in r:
-            rows.append([r["model"], "skipped: " + r["skipped"][:60], "", "", "", ""])
+            rows.append([r["model"], "skipped (below)", "", "", "", ""])
             continue
         m, e = r["measured"], r["error"]
         g = "_with_gaps" if "limiter_with_gaps" in e else ""
+        # a miss is marked: -2.0 printed for -2.01 % would read as within a ±2 % target
         rows.append([r["model"], f"{m['energy_j']:.4g}", f"{e['isolated' + g]['energy_pct']:+.1f}",
-                     f"{e['limiter' + g]['energy_pct']:+.1f}", f"{m['median_core_mhz']:.0f}",
-                     f"{e['limiter' + g]['median_clock_pct']:+.1f}"])
-    make_console().print(table(f"steps on {spec.name}: predicted vs measured (targets ±{doc['targets']['energy_pct']} % "
-                               f"energy, ±{doc['targets']['median_clock_pct']} % median clock)",
-                               ["model", "energy (J)", "isolated ΔE %", "limiter ΔE %", "median MHz", "limiter Δclock %"],
-                               rows))
+                     f"{e['limiter' + g]['energy_pct']:+.2f}" + ("" if r["energy_target_met"] else " miss"),
+                     f"{m['median_core_mhz']:.0f}",
+                     f"{e['limiter' + g]['median_clock_pct']:+.2f}" + ("" if r["clock_target_met"] else " miss")])
+    c = make_console()
+    c.print(table(f"steps on {spec.name}: predicted vs measured (targets ±{doc['targets']['energy_pct']} % "
+                  f"energy, ±{doc['targets']['median_clock_pct']} % median clock)",
+                  ["model", "energy (J)", "isolated ΔE %", "limiter ΔE %", "median MHz", "limiter Δclock %"], rows))
+    met = doc["met"]
+    c.print(f"within the targets ({doc['judged_on']}): energy {met['energy']} of {met['of']}, median clock "
+            f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
+    for r in skipped:
+        c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    if not met["of"]:
+        raise InputError(f"no step in {a.dir!r} could be checked (every one was skipped, reasons above); give the "
+                         "folder `kdvfs measure-steps -o` wrote")
     return 0
 
 

@@ -56,6 +56,19 @@ def cmd_optimize(a) -> int:
     out(a).print(f"{s.granularity}-level {s.scope} {s.objective} (slack {s.slack_pct:+g} %) by {s.solver}: "
                   f"time {p.time_change_pct:+.3f} %, energy {p.energy_change_pct:+.3f} % vs auto, "
                   f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
+    card = a.gpu or pb.profile.gpu
+    if lim is None and a.limiter == "off" and card:
+        from kdvfs.limiter import limiter_for
+
+        if limiter_for(get_gpu(card)) is not None:  # simulate/compare/whatif run it by default: say so here
+            import sys
+
+            from kdvfs.console import make_console
+
+            make_console(sys.stderr).print(
+                f"note: {card} has a fitted power limiter; this plan prices each kernel throttled alone, and "
+                "`kdvfs simulate` runs it under the limiter by default, where it can exceed its slack; `--limiter auto` "
+                "chooses under the limiter", markup=False)
     return 0
 
 
@@ -239,16 +252,32 @@ def cmd_compare(a) -> int:
         from kdvfs.limiter import limiter_params
         from simulator.limited_whatif import limited_rows
 
-        rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches")}
+        rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches", "fell_back_to_auto")}
                 for r in limited_rows(pb, spec, limiter_params(pb.trace, spec, lim), lim, sw, a.mechanism, a.slack)]
     if a.json:
         print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "limiter": lim is not None, "rows": rows})
         return 0
-    out(a).print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %"
-                       + (" (under the card's power limiter)" if lim is not None else ""),
-                        ["policy", "time %", "energy %", "switches / iteration"],
-                        [[r["policy"], f"{r['time_change_pct']:+.3f}", f"{r['energy_change_pct']:+.3f}", r["switches"]] for r in rows]))
+    c = out(a)
+    c.print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %"
+                  + (" (under the card's power limiter)" if lim is not None else ""),
+                  ["policy", "time %", "energy %", "switches / iteration"],
+                  [[_limited_label(r), _signed(r["time_change_pct"], 3), _signed(r["energy_change_pct"], 3), r["switches"]]
+                   for r in rows]))
+    if lim is not None:  # the rows mean other things than without the limiter: say so where they are read
+        c.print("Under the limiter, 'ideal', 'naive', 'pass' and 'switch-aware' are chosen as if each kernel were "
+                "throttled alone, then run under the limiter (so they can exceed the slack); the 'limiter-aware' rows "
+                "are chosen under it. 'ideal' rows switch for free. A row marked 'auto' had no plan within the slack.")
     return 0
+
+
+def _signed(v: float, digits: int) -> str:
+    """``+1.234``; a value that rounds to zero prints ``+0.000``, never ``-0.000`` (read as faster than auto)."""
+    return f"{0.0 if abs(v) < 0.5 * 10 ** -digits else v:+.{digits}f}"
+
+
+def _limited_label(r: dict) -> str:
+    label = r["policy"] + (" (free switching)" if r["policy"].endswith("ideal") else "")
+    return label + (" → auto" if r.get("fell_back_to_auto") else "")
 
 
 def register(sub, j) -> None:

@@ -224,6 +224,10 @@ def cmd_whatif(a) -> int:
                     f"{r['time_change_pct']:+.3f}", f"{r['energy_change_pct']:+.3f}", r["switches"]] for r in rows[:200]]))
     if len(rows) > 200:
         c.print(f"… {len(rows) - 200} more rows in the CSV")
+    if lim is not None:  # the rows are not the ones of the same names without the limiter: say so where they are read
+        c.print("Under the limiter, 'ideal', 'naive' and 'switch-aware' are chosen under it (`kdvfs compare` shows "
+                "them beside the choices made without it); a 'pass' or 'switch-aware' row at +0.000 % with no "
+                "switch had no plan within the slack and stayed at auto.")
     return 0
 
 
