@@ -92,19 +92,25 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
     x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
     ac = torch.autocast(dev, dtype=torch.bfloat16)
 
-    def step() -> None:
-        with ac:
-            loss = model(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = _train_step(model, opt, ac, input_ids=x, labels=x)
     n = sum(p.numel() for p in model.parameters())
     info = {"model": name, "class": cls.__name__, "config": {k: v for k, v in cfg.to_dict().items()
                                                             if isinstance(v, (int, float, str, bool))},
             "batch": batch, "seq": seq, "parameters": n, "precision": "bf16 autocast, fp32 weights, AdamW (foreach)",
             "transformers": tf.__version__}
     return step, info
+
+
+def _train_step(model, opt, autocast, **inputs) -> Callable[[], None]:
+    """One training step of a Hugging Face model on fixed inputs: forward under ``autocast``, backward, optimizer."""
+
+    def step() -> None:
+        with autocast:
+            loss = model(**inputs).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
 
 
 def _vit(torch, dev: str, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -125,12 +131,7 @@ def _vit(torch, dev: str, small: bool, batch_override: int | None = None) -> tup
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
     ac = torch.autocast(dev, dtype=torch.bfloat16)
 
-    def step() -> None:
-        with ac:
-            loss = model(pixel_values=x, labels=y).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = _train_step(model, opt, ac, pixel_values=x, labels=y)
 
     info = {"model": "vit-base", "class": "ViTForImageClassification", "config": {
         k: v for k, v in cfg.to_dict().items() if isinstance(v, (int, float, str, bool))}, "batch": batch,
