@@ -312,7 +312,7 @@ def test_limiter_check_with_a_file_that_is_not_a_fit_is_one_line(tmp_path, capsy
 
 def test_tables_print_no_negative_zero():
     """'-0.000 %' time on the auto row (or '-0.00' on the 0 % ideal row) read as faster than auto."""
-    from kdvfs.cli.optimize import _signed
+    from kdvfs.cli.common import signed_pct as _signed
 
     assert _signed(-1e-14, 3) == "+0.000" and _signed(-0.0004, 3) == "+0.000" and _signed(-0.0006, 3) == "-0.001"
     assert _signed(-0.004, 2) == "+0.00" and _signed(1.5, 2) == "+1.50"

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from kdvfs.analyze import limiter_caution
-from kdvfs.cli.common import out, stage_progress
-from kdvfs.cli.optimize import _signed
+from kdvfs.cli.common import out, signed_pct, stage_progress
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -78,7 +77,7 @@ def cmd_analyze(a) -> int:
             f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
     c.print(table("per iteration, against auto clocks", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
-                    _signed(r["time_change_pct"], 2), _signed(r["energy_change_pct"], 2), r["switches"]]
+                    signed_pct(r["time_change_pct"], 2), signed_pct(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
     c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
     if lim_rows:

@@ -215,3 +215,8 @@ def limiter_of(a, spec, can: bool = True, why: str = "the power limiter is simul
     if mode == "on" and not can:
         raise InputError(f"{why}; use --limiter off")
     return lim if can else None
+
+
+def signed_pct(v: float, digits: int) -> str:
+    """``+1.234``; a value that rounds to zero prints ``+0.000``, never ``-0.000`` (read as faster than auto)."""
+    return f"{0.0 if abs(v) < 0.5 * 10 ** -digits else v:+.{digits}f}"

@@ -5,7 +5,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import SETTINGS_HELP, add_limiter_arg, limiter_of, out, problem, switch_model, write_csv
+from kdvfs.cli.common import (
+    SETTINGS_HELP,
+    add_limiter_arg,
+    limiter_of,
+    out,
+    problem,
+    signed_pct,
+    switch_model,
+    write_csv,
+)
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -261,18 +270,13 @@ def cmd_compare(a) -> int:
     c.print(table(f"{pb.trace.name}: switch {1e3 * sw.total_s:.4g} ms, {a.mechanism} mechanism, slack {a.slack:+g} %"
                   + (" (under the card's power limiter)" if lim is not None else ""),
                   ["policy", "time %", "energy %", "switches / iteration"],
-                  [[_limited_label(r), _signed(r["time_change_pct"], 3), _signed(r["energy_change_pct"], 3), r["switches"]]
+                  [[_limited_label(r), signed_pct(r["time_change_pct"], 3), signed_pct(r["energy_change_pct"], 3), r["switches"]]
                    for r in rows]))
     if lim is not None:  # the rows mean other things than without the limiter: say so where they are read
         c.print("Under the limiter, 'ideal', 'naive', 'pass' and 'switch-aware' are chosen as if each kernel were "
                 "throttled alone, then run under the limiter (so they can exceed the slack); the 'limiter-aware' rows "
                 "are chosen under it. 'ideal' rows switch for free. A row marked 'auto' had no plan within the slack.")
     return 0
-
-
-def _signed(v: float, digits: int) -> str:
-    """``+1.234``; a value that rounds to zero prints ``+0.000``, never ``-0.000`` (read as faster than auto)."""
-    return f"{0.0 if abs(v) < 0.5 * 10 ** -digits else v:+.{digits}f}"
 
 
 def _limited_label(r: dict) -> str:

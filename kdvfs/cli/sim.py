@@ -14,6 +14,7 @@ from kdvfs.cli.common import (
     problem,
     profile_gpu,
     progress,
+    signed_pct,
     switch_model,
     write_csv,
 )
@@ -292,8 +293,8 @@ def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
             sel = {r["policy"]: r for r in wrows if r["gpu"] == preset and r["mechanism"] == mech and r["slack_pct"] == 0}
             nv, sa = sel["naive"], sel["switch-aware"]
             trows.append([gen, f"{1e3 * nv['switch_latency_s']:.4g}", mech,
-                          f"{nv['energy_change_pct']:+.2f} / {nv['time_change_pct']:+.2f}",
-                          f"{sa['energy_change_pct']:+.2f} / {sa['time_change_pct']:+.2f}", sa["switches"],
+                          f"{signed_pct(nv['energy_change_pct'], 2)} / {signed_pct(nv['time_change_pct'], 2)}",
+                          f"{signed_pct(sa['energy_change_pct'], 2)} / {signed_pct(sa['time_change_pct'], 2)}", sa["switches"],
                           f"{100 * sa['energy_change_pct'] / ideal['energy_change_pct']:.0f} %"])
     c.print(table(f"2. What survives the switch latency (kernel-level ideal (free switching): "
                   f"{ideal['energy_change_pct']:+.2f} % energy, "
