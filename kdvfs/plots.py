@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["plot_frontier", "plot_pass_level", "plot_scaling", "plot_whatif"]
+__all__ = ["plot_frontier", "plot_pass_level", "plot_scaling", "plot_step_check", "plot_whatif"]
 
 
 def _plt():
@@ -124,3 +124,33 @@ def plot_pass_level(rows: list[dict], path: str | Path, title: str = "") -> Path
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return Path(path)
+
+
+def plot_step_check(doc: dict, path: str | Path, title: str = "") -> Path:
+    """A step check (``simulator.stepcheck.check_steps``): per step, the predicted energy's and median clock's error
+    against the measurement (the judged prediction), with the targets shaded; misses in red."""
+    plt = _plt()
+    which = doc.get("judged_on", "limiter")
+    rows = [r for r in doc["steps"] if "error" in r]
+    names = [r["model"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.32 * len(rows) + 1.6), sharey=True)
+    for ax, key, tgt, label in ((axes[0], "energy_pct", doc["targets"]["energy_pct"], "step energy error (%)"),
+                                (axes[1], "median_clock_pct", doc["targets"]["median_clock_pct"],
+                                 "median SM clock error (%)")):
+        v = [r["error"][which][key] for r in rows]
+        ax.axvspan(-tgt, tgt, color="tab:green", alpha=0.15, label=f"target ±{tgt:g} %")
+        ax.barh(range(len(v)), v, color=["tab:blue" if abs(x) <= tgt else "tab:red" for x in v])
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3, axis="x")
+        ax.legend(loc="lower right", fontsize=8)
+    axes[0].set_yticks(range(len(names)), names, fontsize=8)
+    axes[0].invert_yaxis()
+    met = doc.get("met", {})
+    fig.suptitle(title or f"{doc.get('gpu', '')}: predicted vs measured steps ({which}); energy {met.get('energy')} "
+                          f"and clock {met.get('clock')} of {met.get('of')} within target", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
+

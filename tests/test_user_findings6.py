@@ -336,3 +336,13 @@ def test_validate_steps_reads_each_trace_once_across_the_gap_powers(tmp_path, mo
     assert len(calls) == 1 and doc["met"]["of"] == 1 and set(doc["gap_power_sensitivity"]) == {"a", "b"}
     e = {k: v["error"]["toy"]["limiter_with_gaps"]["energy_pct"] for k, v in doc["gap_power_sensitivity"].items()}
     assert e["a"] < doc["steps"][0]["error"]["limiter_with_gaps"]["energy_pct"] < e["b"]  # more gap power, more energy
+
+
+def test_validate_steps_draws_the_errors(tmp_path, capsys):
+    """--plot draws each step's energy and clock error against the targets; a folder is refused before the check."""
+    d = _steps_dir(tmp_path / "s") if (tmp_path / "s").mkdir() is None else None
+    png = tmp_path / "fig" / "steps.png"
+    code, _, _ = run_cli(["validate-steps", str(d), "--gpu", "h200", "--plot", str(png)], capsys)
+    assert code == 0 and png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = run_cli(["validate-steps", str(d), "--gpu", "h200", "--plot", str(tmp_path)], capsys)
+    assert code == 2 and "--plot" in err and "directory" in err

@@ -181,10 +181,12 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
-    if a.output:  # before the minutes of simulation, not after
-        from kdvfs.fileio import check_output_path
+    from kdvfs.fileio import check_output_path
 
+    if a.output:  # before the minutes of simulation, not after
         check_output_path(a.output, "report output", make_parents=True)
+    if a.plot:
+        check_output_path(a.plot, "--plot figure", make_parents=True)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -212,6 +214,10 @@ def cmd_validate_steps(a) -> int:
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
     if a.output:
         _write_json(doc, a.output)
+    if a.plot and doc["met"]["of"]:
+        from kdvfs.plots import plot_step_check
+
+        plot_step_check(doc, a.plot)
     if a.json:
         print_json(doc)
         return 0
@@ -279,6 +285,7 @@ def register(sub, j) -> None:
     sp.add_argument("dir", help="folder with steps.json and the Kineto traces (from the step measurement)")
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", help="write the report as JSON")
+    sp.add_argument("--plot", metavar="PNG", help="also draw each step's energy and clock error against the targets")
     sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
                                                     "default: the bundled card fit's gap_power_w, measured by the zoo's gap entries; else the "
                                                     "limiter fit's idle plant)")
