@@ -190,11 +190,11 @@ def cmd_validate_steps(a) -> int:
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
+    from kdvfs.limiter import gap_power_for
+
     alt = {}
     fit = bundled_dir() / f"{spec.name}.limiter.json"
     idle_plant = load_json(fit)["plants"].get("idle", {}).get("a_w") if fit.exists() else None
-    card_fit = bundled_dir() / f"{spec.name}.fit.json"
-    gap_fit = load_json(card_fit).get("params", {}).get("gap_power_w") if card_fit.exists() else None
     if a.characterization:  # NVML's power right after the campaign, for comparison
         from hw_backend.characterize import load_characterization
 
@@ -204,13 +204,14 @@ def cmd_validate_steps(a) -> int:
                              "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
                              "run, or leave the option out")
         alt["idle_after"] = float(after["power_w"])
-    if idle_plant is not None and gap_fit is not None:
+    gap_default = gap_power_for(spec)  # the card fit's gap power, else the limiter fit's idle plant
+    if idle_plant is not None and gap_default is not None and gap_default != idle_plant:
         alt["idle_plant"] = float(idle_plant)
     if a.gap_power is not None and not (math.isfinite(a.gap_power) and 0 < a.gap_power < spec.cap_w):
         raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts below the card's cap "
                          f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
-    gap_w = a.gap_power if a.gap_power is not None else (gap_fit if gap_fit is not None else idle_plant)
+    gap_w = a.gap_power if a.gap_power is not None else gap_default
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
     if a.output:
         _write_json(doc, a.output)
