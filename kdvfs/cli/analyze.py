@@ -7,7 +7,6 @@ import gzip
 import sys
 from pathlib import Path
 
-from kdvfs.analyze import limiter_caution
 from kdvfs.cli.common import out, signed_pct, stage_progress
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
@@ -81,6 +80,8 @@ def cmd_analyze(a) -> int:
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
     c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
     if lim_rows:
+        from kdvfs.analyze import limiter_caution
+
         c.print(limiter_caution(lim_rows, spec.name))
     return 0
 
