@@ -49,3 +49,12 @@ def test_optimize_imports_no_scipy_optimize():
             "    main(['optimize', '--trace', 'gpt3xl-llmc-rtx3080ti'])\nprint('scipy.optimize' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False"]
+
+
+def test_cli_start_up_imports_no_verb_library():
+    """Registering the verbs imports no verb's library: a verb's heavy modules (the analysis, the simulator, the
+    hardware backend, plotting) load when it runs, so every command starts fast."""
+    code = ("import sys, kdvfs.cli\nprint(*[m in sys.modules for m in ('kdvfs.analyze', 'simulator', 'hw_backend', "
+            "'matplotlib', 'scipy.optimize')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"] * 5
