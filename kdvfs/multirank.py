@@ -193,9 +193,12 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
         if world > gpus_per_node and world % gpus_per_node:
             raise InputError(f"{world} ranks cannot be laid out on nodes of {gpus_per_node} GPUs (a world size above "
                              "one node must be a multiple of the GPUs per node); check --gpus-per-node")
+    _refuse_same_files([p for p, _ in ordered])
     if work_from is not None and len(work_from) != len(ordered):
         raise InputError(f"{len(work_from)} shape-recorded file(s) for {len(ordered)} ranks; give one per rank, in rank "
                          "order")
+    if work_from is not None:
+        work_from = _order_twins([Path(w) for w in work_from], [p for p, _ in ordered], world)
     traces, timings = [], []
     for r, (p, d) in enumerate(ordered):
         imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
@@ -213,6 +216,62 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
     _check_same_step(traces, [str(p) for p, _ in ordered])
     return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)
+
+
+def _refuse_same_files(paths: Sequence[Path]) -> None:
+    """Two ranks read from one file (or two identical files) are one rank given twice; files without
+    ``distributedInfo`` cannot be told apart otherwise."""
+    import hashlib
+
+    seen: dict[str, Path] = {}
+    for p in paths:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        if digest in seen:
+            raise InputError(f"{seen[digest]} and {p} are the same recording (identical contents); give one file per "
+                             "rank, each rank's own trace")
+        seen[digest] = p
+
+
+def _order_twins(twins: Sequence[Path], timing: Sequence[Path], world: int) -> list[Path]:
+    """The shape-recorded twins in rank order: by their ``distributedInfo`` where they carry it (a twin given in the
+    wrong position is matched to its own rank), else as given. Refused: a twin recorded without op shapes (it would
+    give no work), a twin that is its rank's timing file itself, twins of another world size or a rank given twice."""
+    docs = [read_json_document(t, "shape-recorded PyTorch profiler trace (--work-from)") for t in twins]
+    timing_res = {Path(p).resolve(): p for p in timing}
+    for t, d in zip(twins, docs):
+        if t.resolve() in timing_res:
+            raise InputError(f"--work-from {t}: it is a timing file itself; give a second step of the same run "
+                             "recorded with op shapes (record_shapes=True), e.g. rank0.shapes.kineto.json.gz")
+        if not _has_shapes(d):
+            raise InputError(f"--work-from {t}: recorded without op shapes (no 'record_shapes' flag and no 'Input "
+                             "Dims' on any op), so it cannot give the kernels' work; record the twin step with "
+                             "torch.profiler.profile(record_shapes=True)")
+    infos = [_dist_info(d) for d in docs]
+    if not all("rank" in i and "world_size" in i for i in infos):
+        return list(twins)
+    worlds = {int(i["world_size"]) for i in infos}
+    if worlds != {world}:
+        raise InputError(f"--work-from: the shape-recorded files come from a run of world size {sorted(worlds)}, the "
+                         f"timing files from one of {world}; give the twins of the same run")
+    by_rank: dict[int, Path] = {}
+    for t, i in zip(twins, infos):
+        r = int(i["rank"])
+        if r in by_rank:
+            raise InputError(f"--work-from: rank {r} is given twice ({by_rank[r]} and {t}); give one shape-recorded "
+                             "file per rank")
+        by_rank[r] = t
+    if [by_rank[r] for r in range(len(twins))] != list(twins):
+        log.info("--work-from files matched to ranks by their distributedInfo: %s",
+                    ", ".join(f"rank {r}: {by_rank[r]}" for r in sorted(by_rank)))
+    return [by_rank[r] for r in range(len(twins))]
+
+
+def _has_shapes(doc: Any) -> bool:
+    if isinstance(doc, Mapping) and doc.get("record_shapes"):
+        return True
+    events = (doc.get("traceEvents") if isinstance(doc, Mapping) else doc) or []
+    return any(isinstance(e, Mapping) and isinstance(e.get("args"), Mapping) and "Input Dims" in e["args"]
+               for e in events)
 
 
 def _check_same_step(traces: Sequence[Trace], where: Sequence[str]) -> None:
