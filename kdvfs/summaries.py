@@ -237,10 +237,12 @@ def measured_collective_powers(meas: dict, idle_w: float) -> dict | None:
 
 
 def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
-                      measured_collectives: bool = False, limiter: bool | None = None) -> dict:
+                      measured_collectives: bool = False, limiter: bool | None = None,
+                      ranks_trace: str | Path | None = None) -> dict:
     """The DDP step measured on two GPUs (``measurements.json``, ``rank*.kineto.json.gz`` in ``folder``) against the
     multi-rank replay (``simulator.ranks``), each kernel's power from the card's model (nothing fitted to these
-    measurements). Writes the imported multi-rank trace (``ranks.trace.json.gz``) beside the files.
+    measurements). Writes the imported multi-rank trace to ``ranks_trace`` (default: ``ranks.trace.json.gz`` beside
+    the files).
     ``measured_collectives``: the NCCL kernels at the collective-alone powers measured in the same run (transfer;
     waiting) instead of the kernel model's collective category. ``limiter``: replay under the card's windowed power
     limiter (``simulator.ranks.rank_powers(limiter=True)``, no instantaneous cap) rather than each kernel throttled
@@ -256,7 +258,7 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
     twins = [f.with_name(f.name.replace(".kineto.json.gz", ".shapes.kineto.json.gz")) for f in files]
     # the timing from steps recorded without op shapes, the work from their shape-recorded twins where the run has them
     mt = import_ranks(files, name="gpt2-ddp-h200x2", work_from=twins if all(t.exists() for t in twins) else None)
-    save_multitrace(mt, folder / "ranks.trace.json.gz")
+    save_multitrace(mt, Path(ranks_trace) if ranks_trace is not None else folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
     coll = measured_collective_powers(meas, spec.idle_power_w) if measured_collectives else None
     if measured_collectives and coll is None:
