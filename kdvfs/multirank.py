@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 FORMAT = "kdvfs-ranks/1"
 # ranks whose compute kernels differ by more than this share of instances are not the same model
 MAX_KERNEL_MISMATCH = 0.05
+# the latest start of one step over the ranks after the first (s): ranks start a step together, within the
+# clocks' disagreement across hosts; files recorded minutes apart are from different runs
+MAX_RANK_START_GAP_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +202,11 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
                          "order")
     if work_from is not None:
         work_from = _order_twins([Path(w) for w in work_from], [p for p, _ in ordered], world)
-    traces, timings = [], []
+    traces, timings, starts = [], [], []
     for r, (p, d) in enumerate(ordered):
         imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
         timings.append(_timing(d, imp, f"rank {r} ({p})"))
+        starts.append(_wall_start_s(d, imp))
         tr = imp.trace
         if work_from is not None:
             from kdvfs.importers import transfer_work
@@ -214,8 +218,33 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
                 raise InputError(f"rank {r}: {e} ({p} and {work_from[r]})") from None
         traces.append(tr)
     _check_same_step(traces, [str(p) for p, _ in ordered])
+    _check_same_time(starts, [str(p) for p, _ in ordered])
     return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)
+
+
+def _wall_start_s(doc: Any, imp: Any) -> float | None:
+    """The kept step's first kernel start in wall-clock seconds, where the file says its time base
+    (``baseTimeNanoseconds``, written by recent PyTorch; its event times are microseconds after it); else None."""
+    base = doc.get("baseTimeNanoseconds") if isinstance(doc, Mapping) else None
+    evs = list(getattr(imp, "instance_events", ()) or ())
+    if not isinstance(base, (int, float)) or not evs:
+        return None
+    return float(base) * 1e-9 + min(e.ts_us for e in evs) * 1e-6
+
+
+def _check_same_time(starts: Sequence[float | None], where: Sequence[str]) -> None:
+    """The ranks of one step start it within moments of each other (clocks of one host, or NTP-synchronised
+    hosts); files whose kept steps started minutes apart come from different runs or steps."""
+    known = [s for s in starts if s is not None]
+    if len(starts) < 2 or len(known) < len(starts):
+        return
+    gap = max(known) - min(known)
+    if gap > MAX_RANK_START_GAP_S:
+        first, last = where[known.index(min(known))], where[known.index(max(known))]
+        raise InputError(f"the ranks' recorded steps started {gap:.0f} s apart ({first} first, {last} last; at most "
+                         f"{MAX_RANK_START_GAP_S:.0f} s for one step): the files come from different runs or steps; "
+                         "give the traces one run wrote for one step")
 
 
 def _refuse_same_files(paths: Sequence[Path]) -> None:
@@ -290,6 +319,10 @@ def _check_same_step(traces: Sequence[Trace], where: Sequence[str]) -> None:
         if sum(n.values()) != sum(ref_n.values()):
             raise InputError(f"{w}: {sum(n.values())} collective kernels against {sum(ref_n.values())} on rank 0: not "
                              "the same step; record all ranks with the same profiler schedule")
+    if len(traces) > 1 and not sum(ref_n.values()):
+        raise InputError(f"none of the {len(traces)} files has a collective (NCCL) kernel, so nothing ties them into "
+                         "one distributed step; give the traces of one step of a data- or tensor-parallel run (its "
+                         "all-reduces recorded), or import each file on its own")
 
 
 def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:

@@ -53,7 +53,7 @@ def cmd_simulate_ranks(a) -> int:
         print_json(doc)
         return 0
     out(a).print(table(f"{mt.name}: {mt.world_size} ranks replayed from their traces on {spec.name} "
-                       f"(graph edges {r.edges}); step {r.time_s:.6g} s",
+                       f"(graph edges {r.edges}); step {r.time_s:.6g} s; power: {doc['limiter']}",
                        ["rank", "span (s)", "energy (J)", "busy (s)", "collective (s)", "exposed collective (s)"],
                        [[i, f"{r.per_gpu_time_s[i]:.6g}", f"{r.per_gpu_energy_j[i]:.6g}", f"{r.per_gpu_busy_s[i]:.6g}",
                          f"{r.collective_time_s[i]:.6g}", f"{r.exposed_collective_s[i]:.6g}"]
