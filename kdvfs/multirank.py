@@ -340,10 +340,9 @@ def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:
                      for r, (t, tm) in enumerate(zip(mt.ranks, mt.timing))]}
     text = json.dumps(doc) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    from kdvfs.fileio import write_atomic
+
+    return write_atomic(path, data, "multi-rank trace")
 
 
 def load_multitrace(path: str | Path) -> MultiTrace:

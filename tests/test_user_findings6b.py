@@ -199,3 +199,13 @@ def test_measurement_file_message_names_it_once(tmp_path):
     with pytest.raises(FormatError) as e:
         h200x2_comparison(tmp_path)
     assert "measurement file '" in str(e.value) and "file file" not in str(e.value)
+
+
+def test_multirank_import_checks_its_output_before_the_work(tmp_path, capsys):
+    """-o in a missing folder or naming a folder ended in "No such file or directory (….part)" after the import."""
+    p = write_ranks(tmp_path)
+    code, _, err = run_cli(["trace", "import", str(p[0]), str(p[1]), "-o", str(tmp_path / "nope" / "m.json.gz")],
+                           capsys)
+    assert code == 2 and "does not exist" in err and ".part" not in err
+    code, _, err = run_cli(["trace", "import", str(p[0]), str(p[1]), "-o", str(tmp_path)], capsys)
+    assert code == 2 and "is a directory" in err

@@ -15,6 +15,9 @@ def import_ranks_verb(a) -> int:
 
     if a.repeat:
         raise InputError("--repeat applies to one file; a multi-rank import keeps every kernel as recorded")
+    from kdvfs.fileio import check_output_path
+
+    check_output_path(a.output, "output (-o)")  # before the import, which takes seconds per rank
     mt = import_ranks(a.file, name=a.name, step=a.step, gpus_per_node=a.gpus_per_node,
                       work_from=getattr(a, "work_from", None))
     save_multitrace(mt, a.output)
