@@ -351,19 +351,39 @@ def load_multitrace(path: str | Path) -> MultiTrace:
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise FormatError(f"{where}: not a {FORMAT} document; make one with `kdvfs trace import r0.json r1.json …`")
     traces, timings = [], []
-    for rd in doc.get("ranks") or []:
-        t = trace_from_dict(rd["trace"], where=f"{where} rank {rd.get('rank')}")
+    ranks = doc.get("ranks") or []
+    if not isinstance(ranks, list):
+        raise FormatError(f"{where}: 'ranks' must be a list (one entry per rank); re-make the file with `kdvfs trace "
+                          "import r0.json r1.json …`")
+    for pos, rd in enumerate(ranks):
+        if not (isinstance(rd, Mapping) and isinstance(rd.get("trace"), Mapping)
+                and isinstance(rd.get("timing"), Mapping)):
+            raise FormatError(f"{where}: ranks[{pos}] needs a 'trace' and a 'timing' object; re-make the file with "
+                              "`kdvfs trace import r0.json r1.json …`")
+        if rd.get("rank", pos) != pos:
+            raise FormatError(f"{where}: ranks[{pos}] says rank {rd.get('rank')!r}; the ranks must be 0, 1, … in "
+                              "order; re-make the file with `kdvfs trace import`")
+        t = trace_from_dict(rd["trace"], where=f"{where} rank {pos}")
         tm = rd["timing"]
         n = len(t.instances())
-        if not all(len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
-            raise FormatError(f"{where}: rank {rd.get('rank')}: timing arrays must have one entry per instance ({n})")
-        if "dur_s" in tm and len(tm["dur_s"]) != n:
-            raise FormatError(f"{where}: rank {rd.get('rank')}: dur_s must have one entry per instance ({n})")
+        if not all(isinstance(tm.get(k), list) and len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
+            raise FormatError(f"{where}: rank {pos}: timing arrays must have one entry per instance ({n})")
+        if "dur_s" in tm and not (isinstance(tm["dur_s"], list) and len(tm["dur_s"]) == n):
+            raise FormatError(f"{where}: rank {pos}: dur_s must have one entry per instance ({n})")
+        try:
+            timing = RankTiming(np.array(tm["start_s"], dtype=float),
+                                np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
+                                np.array(tm["stream"], dtype=np.int64),
+                                np.array(tm["dur_s"], dtype=float) if "dur_s" in tm else None)
+        except (TypeError, ValueError):
+            raise FormatError(f"{where}: rank {pos}: timing values must be numbers (launch_s may hold null); re-make "
+                              "the file with `kdvfs trace import`") from None
+        if not np.all(np.isfinite(timing.start_s)) or (timing.dur_s is not None and not (
+                np.all(np.isfinite(timing.dur_s)) and np.all(timing.dur_s >= 0))):
+            raise FormatError(f"{where}: rank {pos}: start_s must be finite and dur_s finite and ≥ 0 seconds; re-make "
+                              "the file with `kdvfs trace import`")
         traces.append(t)
-        timings.append(RankTiming(np.array(tm["start_s"], dtype=float),
-                                  np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
-                                  np.array(tm["stream"], dtype=np.int64),
-                                  np.array(tm["dur_s"], dtype=float) if "dur_s" in tm else None))
+        timings.append(timing)
     if not traces:
         raise FormatError(f"{where}: no ranks")
     return MultiTrace(str(doc.get("name", "")), tuple(traces), tuple(timings), str(doc.get("backend", "")),

@@ -209,3 +209,19 @@ def test_multirank_import_checks_its_output_before_the_work(tmp_path, capsys):
     assert code == 2 and "does not exist" in err and ".part" not in err
     code, _, err = run_cli(["trace", "import", str(p[0]), str(p[1]), "-o", str(tmp_path)], capsys)
     assert code == 2 and "is a directory" in err
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (lambda d: d["ranks"][0].pop("timing"), "needs a 'trace' and a 'timing'"),  # was KeyError
+    (lambda d: d.update(ranks="x"), "'ranks' must be a list"),  # was TypeError
+    (lambda d: d["ranks"][1].update(rank=0), "says rank 0"),  # was replayed as two rank 0s
+    (lambda d: d["ranks"][0]["timing"]["start_s"].__setitem__(1, None), "must be finite"),  # was NaN
+    (lambda d: d["ranks"][0]["timing"]["dur_s"].__setitem__(1, -1.0), "≥ 0"),  # was replayed
+])
+def test_corrupt_multirank_file_is_one_line(tmp_path, capsys, corrupt, message):
+    p = write_ranks(tmp_path)
+    m = tmp_path / "m.ranks.json.gz"
+    assert run_cli(["trace", "import", str(p[0]), str(p[1]), "-o", str(m)], capsys)[0] == 0
+    _edit(m, corrupt)
+    code, _, err = run_cli(["simulate-ranks", "--trace", str(m), "--gpu", "h200"], capsys)
+    assert code == 2 and message in err and err.count("\n") == 1
