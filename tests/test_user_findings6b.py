@@ -225,3 +225,10 @@ def test_corrupt_multirank_file_is_one_line(tmp_path, capsys, corrupt, message):
     _edit(m, corrupt)
     code, _, err = run_cli(["simulate-ranks", "--trace", str(m), "--gpu", "h200"], capsys)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_summarize_h200x2_command_rebuilds_its_document(tmp_path, capsys):
+    """--gpu was left out of the recorded command, so rerunning it gave another card's numbers."""
+    d = _run_folder(tmp_path / "run")
+    code, o, _ = run_cli(["summarize", "h200x2", "--folder", str(d), "--gpu", "h100", "--json"], capsys)
+    assert code == 0 and "--gpu h100" in json.loads(o)["command"]

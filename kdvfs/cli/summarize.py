@@ -48,6 +48,7 @@ def cmd_summarize(a) -> int:
     else:
         mc = " --measured-collectives" if a.measured_collectives else ""
         lm = "" if a.limiter == "auto" else f" --limiter {a.limiter}"
+        lm += "" if a.gpu == "h200" else f" --gpu {a.gpu}"  # the command must rebuild this document
         doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}{mc}{lm}",
                                           measured_collectives=a.measured_collectives,
                                           limiter={"auto": None, "on": True, "off": False}[a.limiter],
