@@ -232,3 +232,14 @@ def test_summarize_h200x2_command_rebuilds_its_document(tmp_path, capsys):
     d = _run_folder(tmp_path / "run")
     code, o, _ = run_cli(["summarize", "h200x2", "--folder", str(d), "--gpu", "h100", "--json"], capsys)
     assert code == 0 and "--gpu h100" in json.loads(o)["command"]
+
+
+def test_summarize_other_replays_do_not_overwrite_the_comparison(tmp_path, capsys):
+    """`--limiter off`, as validation/h200x2/README.md suggests, overwrote the kept comparison.json (limiter replay)."""
+    d = _run_folder(tmp_path / "run")
+    assert run_cli(["summarize", "h200x2", "--folder", str(d)], capsys)[0] == 0
+    kept = (d / "comparison.json").read_text()
+    assert run_cli(["summarize", "h200x2", "--folder", str(d), "--limiter", "off"], capsys)[0] == 0
+    assert (d / "comparison.json").read_text() == kept
+    off = json.loads((d / "comparison_limiter_off.json").read_text())
+    assert off["replay"].startswith("each kernel") and "--limiter off" in off["command"]

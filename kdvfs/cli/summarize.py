@@ -19,8 +19,13 @@ def cmd_summarize(a) -> int:
 
     folder = Path(a.folder or _WHAT[a.what][0])
     out = Path(a.output) if a.output else folder / _WHAT[a.what][1]
-    if a.what == "h200x2" and a.measured_collectives and not a.output:
-        out = folder / "comparison_measured_collectives.json"
+    if a.what == "h200x2" and not a.output:
+        # a replay other than the default gets its own file, never the kept comparison.json
+        # (the README's `--limiter off` used to overwrite it with the isolated replay)
+        extra = ((["measured_collectives"] if a.measured_collectives else [])
+                 + ([f"limiter_{a.limiter}"] if a.limiter != "auto" else [])
+                 + ([f"gpu_{a.gpu}"] if a.gpu != "h200" else []))
+        out = folder / ("_".join(["comparison"] + extra) + ".json")
     # h200x2 also writes the imported multi-rank trace: into the folder, or beside -o when that is elsewhere
     ranks_trace = None
     if a.what == "h200x2":
@@ -98,8 +103,9 @@ def register(sub, j) -> None:
     sp.add_argument("--limiter", choices=["auto", "on", "off"], default="auto",
                     help="h200x2: replay under the card's windowed power limiter (auto: where the card has one) or "
                          "each kernel throttled alone (off); the other is reported beside it")
-    sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder; "
-                                           "h200x2 also writes the imported multi-rank trace, ranks.trace.json.gz, "
+    sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder, "
+                                           "h200x2's other replays comparison_<options>.json, e.g. "
+                                           "comparison_limiter_off.json; h200x2 also writes the imported multi-rank trace, ranks.trace.json.gz, "
                                            "into the folder, or beside -o as STEM.ranks.trace.json.gz when -o is "
                                            "elsewhere)")
     sp.set_defaults(fn=cmd_summarize)
