@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 FORMAT = "kdvfs-ranks/1"
 # ranks whose compute kernels differ by more than this share of instances are not the same model
 MAX_KERNEL_MISMATCH = 0.05
+# the latest start of one step over the ranks after the first (s): ranks start a step together, within the
+# clocks' disagreement across hosts; files recorded minutes apart are from different runs
+MAX_RANK_START_GAP_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,13 +196,17 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
         if world > gpus_per_node and world % gpus_per_node:
             raise InputError(f"{world} ranks cannot be laid out on nodes of {gpus_per_node} GPUs (a world size above "
                              "one node must be a multiple of the GPUs per node); check --gpus-per-node")
+    _refuse_same_files([p for p, _ in ordered])
     if work_from is not None and len(work_from) != len(ordered):
         raise InputError(f"{len(work_from)} shape-recorded file(s) for {len(ordered)} ranks; give one per rank, in rank "
                          "order")
-    traces, timings = [], []
+    if work_from is not None:
+        work_from = _order_twins([Path(w) for w in work_from], [p for p, _ in ordered], world)
+    traces, timings, starts = [], [], []
     for r, (p, d) in enumerate(ordered):
         imp = import_kineto(p, name=f"{name or p.name.split('.')[0]}.rank{r}", step=step, meta=meta)
         timings.append(_timing(d, imp, f"rank {r} ({p})"))
+        starts.append(_wall_start_s(d, imp))
         tr = imp.trace
         if work_from is not None:
             from kdvfs.importers import transfer_work
@@ -211,8 +218,89 @@ def import_ranks(paths: Sequence[str | Path], name: str | None = None, step: str
                 raise InputError(f"rank {r}: {e} ({p} and {work_from[r]})") from None
         traces.append(tr)
     _check_same_step(traces, [str(p) for p, _ in ordered])
+    _check_same_time(starts, [str(p) for p, _ in ordered])
     return MultiTrace(name or trace_stem(ordered[0][0]), tuple(traces), tuple(timings), backend,
                       gpus_per_node)
+
+
+def _wall_start_s(doc: Any, imp: Any) -> float | None:
+    """The kept step's first kernel start in wall-clock seconds, where the file says its time base
+    (``baseTimeNanoseconds``, written by recent PyTorch; its event times are microseconds after it); else None."""
+    base = doc.get("baseTimeNanoseconds") if isinstance(doc, Mapping) else None
+    evs = list(getattr(imp, "instance_events", ()) or ())
+    if not isinstance(base, (int, float)) or not evs:
+        return None
+    return float(base) * 1e-9 + min(e.ts_us for e in evs) * 1e-6
+
+
+def _check_same_time(starts: Sequence[float | None], where: Sequence[str]) -> None:
+    """The ranks of one step start it within moments of each other (clocks of one host, or NTP-synchronised
+    hosts); files whose kept steps started minutes apart come from different runs or steps."""
+    known = [s for s in starts if s is not None]
+    if len(starts) < 2 or len(known) < len(starts):
+        return
+    gap = max(known) - min(known)
+    if gap > MAX_RANK_START_GAP_S:
+        first, last = where[known.index(min(known))], where[known.index(max(known))]
+        raise InputError(f"the ranks' recorded steps started {gap:.0f} s apart ({first} first, {last} last; at most "
+                         f"{MAX_RANK_START_GAP_S:.0f} s for one step): the files come from different runs or steps; "
+                         "give the traces one run wrote for one step")
+
+
+def _refuse_same_files(paths: Sequence[Path]) -> None:
+    """Two ranks read from one file (or two identical files) are one rank given twice; files without
+    ``distributedInfo`` cannot be told apart otherwise."""
+    import hashlib
+
+    seen: dict[str, Path] = {}
+    for p in paths:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        if digest in seen:
+            raise InputError(f"{seen[digest]} and {p} are the same recording (identical contents); give one file per "
+                             "rank, each rank's own trace")
+        seen[digest] = p
+
+
+def _order_twins(twins: Sequence[Path], timing: Sequence[Path], world: int) -> list[Path]:
+    """The shape-recorded twins in rank order: by their ``distributedInfo`` where they carry it (a twin given in the
+    wrong position is matched to its own rank), else as given. Refused: a twin recorded without op shapes (it would
+    give no work), a twin that is its rank's timing file itself, twins of another world size or a rank given twice."""
+    docs = [read_json_document(t, "shape-recorded PyTorch profiler trace (--work-from)") for t in twins]
+    timing_res = {Path(p).resolve(): p for p in timing}
+    for t, d in zip(twins, docs):
+        if t.resolve() in timing_res:
+            raise InputError(f"--work-from {t}: it is a timing file itself; give a second step of the same run "
+                             "recorded with op shapes (record_shapes=True), e.g. rank0.shapes.kineto.json.gz")
+        if not _has_shapes(d):
+            raise InputError(f"--work-from {t}: recorded without op shapes (no 'record_shapes' flag and no 'Input "
+                             "Dims' on any op), so it cannot give the kernels' work; record the twin step with "
+                             "torch.profiler.profile(record_shapes=True)")
+    infos = [_dist_info(d) for d in docs]
+    if not all("rank" in i and "world_size" in i for i in infos):
+        return list(twins)
+    worlds = {int(i["world_size"]) for i in infos}
+    if worlds != {world}:
+        raise InputError(f"--work-from: the shape-recorded files come from a run of world size {sorted(worlds)}, the "
+                         f"timing files from one of {world}; give the twins of the same run")
+    by_rank: dict[int, Path] = {}
+    for t, i in zip(twins, infos):
+        r = int(i["rank"])
+        if r in by_rank:
+            raise InputError(f"--work-from: rank {r} is given twice ({by_rank[r]} and {t}); give one shape-recorded "
+                             "file per rank")
+        by_rank[r] = t
+    if [by_rank[r] for r in range(len(twins))] != list(twins):
+        log.info("--work-from files matched to ranks by their distributedInfo: %s",
+                    ", ".join(f"rank {r}: {by_rank[r]}" for r in sorted(by_rank)))
+    return [by_rank[r] for r in range(len(twins))]
+
+
+def _has_shapes(doc: Any) -> bool:
+    if isinstance(doc, Mapping) and doc.get("record_shapes"):
+        return True
+    events = (doc.get("traceEvents") if isinstance(doc, Mapping) else doc) or []
+    return any(isinstance(e, Mapping) and isinstance(e.get("args"), Mapping) and "Input Dims" in e["args"]
+               for e in events)
 
 
 def _check_same_step(traces: Sequence[Trace], where: Sequence[str]) -> None:
@@ -231,6 +319,10 @@ def _check_same_step(traces: Sequence[Trace], where: Sequence[str]) -> None:
         if sum(n.values()) != sum(ref_n.values()):
             raise InputError(f"{w}: {sum(n.values())} collective kernels against {sum(ref_n.values())} on rank 0: not "
                              "the same step; record all ranks with the same profiler schedule")
+    if len(traces) > 1 and not sum(ref_n.values()):
+        raise InputError(f"none of the {len(traces)} files has a collective (NCCL) kernel, so nothing ties them into "
+                         "one distributed step; give the traces of one step of a data- or tensor-parallel run (its "
+                         "all-reduces recorded), or import each file on its own")
 
 
 def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:
@@ -248,10 +340,9 @@ def save_multitrace(mt: MultiTrace, path: str | Path) -> Path:
                      for r, (t, tm) in enumerate(zip(mt.ranks, mt.timing))]}
     text = json.dumps(doc) + "\n"
     data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    from kdvfs.fileio import write_atomic
+
+    return write_atomic(path, data, "multi-rank trace")
 
 
 def load_multitrace(path: str | Path) -> MultiTrace:
@@ -260,19 +351,39 @@ def load_multitrace(path: str | Path) -> MultiTrace:
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise FormatError(f"{where}: not a {FORMAT} document; make one with `kdvfs trace import r0.json r1.json …`")
     traces, timings = [], []
-    for rd in doc.get("ranks") or []:
-        t = trace_from_dict(rd["trace"], where=f"{where} rank {rd.get('rank')}")
+    ranks = doc.get("ranks") or []
+    if not isinstance(ranks, list):
+        raise FormatError(f"{where}: 'ranks' must be a list (one entry per rank); re-make the file with `kdvfs trace "
+                          "import r0.json r1.json …`")
+    for pos, rd in enumerate(ranks):
+        if not (isinstance(rd, Mapping) and isinstance(rd.get("trace"), Mapping)
+                and isinstance(rd.get("timing"), Mapping)):
+            raise FormatError(f"{where}: ranks[{pos}] needs a 'trace' and a 'timing' object; re-make the file with "
+                              "`kdvfs trace import r0.json r1.json …`")
+        if rd.get("rank", pos) != pos:
+            raise FormatError(f"{where}: ranks[{pos}] says rank {rd.get('rank')!r}; the ranks must be 0, 1, … in "
+                              "order; re-make the file with `kdvfs trace import`")
+        t = trace_from_dict(rd["trace"], where=f"{where} rank {pos}")
         tm = rd["timing"]
         n = len(t.instances())
-        if not all(len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
-            raise FormatError(f"{where}: rank {rd.get('rank')}: timing arrays must have one entry per instance ({n})")
-        if "dur_s" in tm and len(tm["dur_s"]) != n:
-            raise FormatError(f"{where}: rank {rd.get('rank')}: dur_s must have one entry per instance ({n})")
+        if not all(isinstance(tm.get(k), list) and len(tm[k]) == n for k in ("start_s", "launch_s", "stream")):
+            raise FormatError(f"{where}: rank {pos}: timing arrays must have one entry per instance ({n})")
+        if "dur_s" in tm and not (isinstance(tm["dur_s"], list) and len(tm["dur_s"]) == n):
+            raise FormatError(f"{where}: rank {pos}: dur_s must have one entry per instance ({n})")
+        try:
+            timing = RankTiming(np.array(tm["start_s"], dtype=float),
+                                np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
+                                np.array(tm["stream"], dtype=np.int64),
+                                np.array(tm["dur_s"], dtype=float) if "dur_s" in tm else None)
+        except (TypeError, ValueError):
+            raise FormatError(f"{where}: rank {pos}: timing values must be numbers (launch_s may hold null); re-make "
+                              "the file with `kdvfs trace import`") from None
+        if not np.all(np.isfinite(timing.start_s)) or (timing.dur_s is not None and not (
+                np.all(np.isfinite(timing.dur_s)) and np.all(timing.dur_s >= 0))):
+            raise FormatError(f"{where}: rank {pos}: start_s must be finite and dur_s finite and ≥ 0 seconds; re-make "
+                              "the file with `kdvfs trace import`")
         traces.append(t)
-        timings.append(RankTiming(np.array(tm["start_s"], dtype=float),
-                                  np.array([np.nan if x is None else x for x in tm["launch_s"]], dtype=float),
-                                  np.array(tm["stream"], dtype=np.int64),
-                                  np.array(tm["dur_s"], dtype=float) if "dur_s" in tm else None))
+        timings.append(timing)
     if not traces:
         raise FormatError(f"{where}: no ranks")
     return MultiTrace(str(doc.get("name", "")), tuple(traces), tuple(timings), str(doc.get("backend", "")),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from kdvfs.errors import FormatError
+from kdvfs.errors import FormatError, InputError
 
 __all__ = ["h200_summary", "h200x2_comparison", "hf_runtime_summary", "write_summary"]
 
@@ -30,7 +30,7 @@ __all__ = ["h200_summary", "h200x2_comparison", "hf_runtime_summary", "write_sum
 def _load(path: Path) -> Any:
     from kdvfs.trace import read_json_document
 
-    return read_json_document(path, "measurement file")
+    return read_json_document(path, "measurement")  # its messages say "measurement file '…'"
 
 
 def write_summary(doc: dict, path: str | Path) -> Path:
@@ -236,11 +236,40 @@ def measured_collective_powers(meas: dict, idle_w: float) -> dict | None:
     return {"transfer_power_w": idle_w + tr, "wait_power_w": idle_w + wait}
 
 
+def _check_ddp_measurements(meas: Any, path: Path) -> None:
+    """``measurements.json`` as ``scripts.h200x2_ddp`` writes it: per rank, its DDP windows (step time and energy)
+    and the window without gradient sync; refused in one line naming what is missing, not a KeyError."""
+    def need(obj: Any, keys: tuple[str, ...], where: str) -> None:
+        if not isinstance(obj, dict):
+            raise FormatError(f"{path}: {where} is not a JSON object; give the measurements.json that "
+                              "`python -m scripts.h200x2_ddp` wrote")
+        miss = [k for k in keys if k not in obj]
+        if miss:
+            raise FormatError(f"{path}: {where} has no {', '.join(repr(k) for k in miss)}; give the measurements.json "
+                              "that `python -m scripts.h200x2_ddp` wrote")
+
+    need(meas, ("ranks",), "the document")
+    if not isinstance(meas["ranks"], list) or not meas["ranks"]:
+        raise FormatError(f"{path}: 'ranks' must be a non-empty list (one entry per rank); the run wrote no rank's "
+                          "measurements")
+    for i, r in enumerate(meas["ranks"]):
+        need(r, ("rank", "windows", "no_sync"), f"ranks[{i}]")
+        if not isinstance(r["windows"], list) or not r["windows"]:
+            raise FormatError(f"{path}: rank {r['rank']} has no DDP measurement window ('windows' is empty); the "
+                              "run stopped before measuring; record it again")
+        for j, w in enumerate(r["windows"]):
+            need(w, ("step_time_s", "step_energy_j", "time_s", "steps", "mean_power_w"),
+                 f"rank {r['rank']}'s windows[{j}]")
+        need(r["no_sync"], ("step_time_s", "step_energy_j"), f"rank {r['rank']}'s no_sync window")
+
+
 def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
-                      measured_collectives: bool = False, limiter: bool | None = None) -> dict:
+                      measured_collectives: bool = False, limiter: bool | None = None,
+                      ranks_trace: str | Path | None = None) -> dict:
     """The DDP step measured on two GPUs (``measurements.json``, ``rank*.kineto.json.gz`` in ``folder``) against the
     multi-rank replay (``simulator.ranks``), each kernel's power from the card's model (nothing fitted to these
-    measurements). Writes the imported multi-rank trace (``ranks.trace.json.gz``) beside the files.
+    measurements). Writes the imported multi-rank trace to ``ranks_trace`` (default: ``ranks.trace.json.gz`` beside
+    the files).
     ``measured_collectives``: the NCCL kernels at the collective-alone powers measured in the same run (transfer;
     waiting) instead of the kernel model's collective category. ``limiter``: replay under the card's windowed power
     limiter (``simulator.ranks.rank_powers(limiter=True)``, no instantaneous cap) rather than each kernel throttled
@@ -252,11 +281,24 @@ def h200x2_comparison(folder: str | Path, gpu: str = "h200", command: str = "",
 
     folder = Path(folder)
     meas = _load(folder / "measurements.json")
+    _check_ddp_measurements(meas, folder / "measurements.json")
     files = sorted(f for f in folder.glob("rank*.kineto.json.gz") if not f.name.endswith(".shapes.kineto.json.gz"))
+    if not files:
+        raise InputError(f"{folder}: no rank*.kineto.json.gz (one PyTorch profiler trace per rank, as "
+                         "`python -m scripts.h200x2_ddp` writes them beside measurements.json); give the run's folder")
     twins = [f.with_name(f.name.replace(".kineto.json.gz", ".shapes.kineto.json.gz")) for f in files]
+    have = [t.exists() for t in twins]
+    if any(have) and not all(have):
+        raise InputError(f"{folder}: shape-recorded twins for some ranks only (missing: "
+                         f"{', '.join(t.name for t, h in zip(twins, have) if not h)}); restore them, or remove every "
+                         "rank*.shapes.kineto.json.gz to take the work from the timing traces themselves")
     # the timing from steps recorded without op shapes, the work from their shape-recorded twins where the run has them
-    mt = import_ranks(files, name="gpt2-ddp-h200x2", work_from=twins if all(t.exists() for t in twins) else None)
-    save_multitrace(mt, folder / "ranks.trace.json.gz")
+    mt = import_ranks(files, name="gpt2-ddp-h200x2", work_from=twins if all(have) else None)
+    measured = sorted(int(m["rank"]) for m in meas["ranks"])
+    if measured != list(range(mt.world_size)):
+        raise InputError(f"{folder}: measurements.json holds ranks {measured}, the traces {mt.world_size} ranks "
+                         f"(0…{mt.world_size - 1}); give the folder of one run, its measurements and traces together")
+    save_multitrace(mt, Path(ranks_trace) if ranks_trace is not None else folder / "ranks.trace.json.gz")
     spec = get_gpu(gpu)
     coll = measured_collective_powers(meas, spec.idle_power_w) if measured_collectives else None
     if measured_collectives and coll is None:

@@ -370,6 +370,10 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
                 f"{where}: format {fmt!r} is newer than this kdvfs understands ({FORMAT}); upgrade kdvfs "
                 "(pip install -U kdvfs) or re-export the trace"
             )
+        if fmt == "kdvfs-ranks/1":  # a multi-rank trace holds one kdvfs trace per rank; only its own verb reads it
+            raise FormatError(f"{where}: a multi-rank trace (kdvfs-ranks/1, one trace per rank); replay it with "
+                              "`kdvfs simulate-ranks --trace FILE --gpu GPU`, or import one rank's file on its own "
+                              "(`kdvfs trace import rank0.json.gz -o OUT.json`) for this verb")
         raise FormatError(
             f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {FORMAT!r}); "
             "to read a PyTorch profiler trace use `kdvfs trace import FILE -o OUT.json`"

@@ -152,7 +152,7 @@ def rank_powers(mt: MultiTrace, spec: GpuSpec, limiter: bool = False) -> list[np
 
     lim = limiter_for(spec) if limiter else None
     if limiter and lim is None:
-        raise InputError(f"{spec.name} has no fitted power limiter; replay without it (isolated throttling)")
+        raise InputError(f"{spec.name} has no fitted power limiter; replay each kernel throttled alone instead (--limiter off)")
     gap_w = gap_power_for(spec) if lim is not None else None
     spans = [r["span_s"] for r in mt.summary()["ranks"]] if lim is not None else []
     out = []

@@ -232,6 +232,7 @@ def test_import_ranks_takes_work_from_shape_recorded_twins(tmp_path, capsys):
         for e in doc["traceEvents"]:
             if e.get("cat") == "kernel":
                 e["dur"] *= 1.5
+        doc["record_shapes"] = 1  # as PyTorch marks a trace recorded with op shapes
         f.write_bytes(gzip.compress(json.dumps(doc).encode()))
     plain = import_ranks(a)
     mt = import_ranks(a, work_from=b)
@@ -244,6 +245,9 @@ def test_import_ranks_takes_work_from_shape_recorded_twins(tmp_path, capsys):
     with pytest.raises(InputError, match="one per rank"):
         import_ranks(a, work_from=b[:1])
     c = write_ranks(tmp_path / "other", layers=True)
+    for f in c:
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        f.write_bytes(gzip.compress(json.dumps({**doc, "record_shapes": 1}).encode()))
     with pytest.raises(InputError, match="rank 0.*same kernels"):
         import_ranks(a, work_from=c)
     code, _, err = run_cli(["trace", "import", str(a[0]), "--work-from", str(b[0]), "-o", str(tmp_path / "x.json")],

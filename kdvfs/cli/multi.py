@@ -15,6 +15,9 @@ def import_ranks_verb(a) -> int:
 
     if a.repeat:
         raise InputError("--repeat applies to one file; a multi-rank import keeps every kernel as recorded")
+    from kdvfs.fileio import check_output_path
+
+    check_output_path(a.output, "output (-o)")  # before the import, which takes seconds per rank
     mt = import_ranks(a.file, name=a.name, step=a.step, gpus_per_node=a.gpus_per_node,
                       work_from=getattr(a, "work_from", None))
     save_multitrace(mt, a.output)
@@ -53,7 +56,7 @@ def cmd_simulate_ranks(a) -> int:
         print_json(doc)
         return 0
     out(a).print(table(f"{mt.name}: {mt.world_size} ranks replayed from their traces on {spec.name} "
-                       f"(graph edges {r.edges}); step {r.time_s:.6g} s",
+                       f"(graph edges {r.edges}); step {r.time_s:.6g} s; power: {doc['limiter']}",
                        ["rank", "span (s)", "energy (J)", "busy (s)", "collective (s)", "exposed collective (s)"],
                        [[i, f"{r.per_gpu_time_s[i]:.6g}", f"{r.per_gpu_energy_j[i]:.6g}", f"{r.per_gpu_busy_s[i]:.6g}",
                          f"{r.collective_time_s[i]:.6g}", f"{r.exposed_collective_s[i]:.6g}"]

@@ -19,6 +19,20 @@ def cmd_summarize(a) -> int:
 
     folder = Path(a.folder or _WHAT[a.what][0])
     out = Path(a.output) if a.output else folder / _WHAT[a.what][1]
+    if a.what == "h200x2" and not a.output:
+        # a replay other than the default gets its own file, never the kept comparison.json
+        # (the README's `--limiter off` used to overwrite it with the isolated replay)
+        extra = ((["measured_collectives"] if a.measured_collectives else [])
+                 + ([f"limiter_{a.limiter}"] if a.limiter != "auto" else [])
+                 + ([f"gpu_{a.gpu}"] if a.gpu != "h200" else []))
+        out = folder / ("_".join(["comparison"] + extra) + ".json")
+    # h200x2 also writes the imported multi-rank trace: into the folder, or beside -o when that is elsewhere
+    ranks_trace = None
+    if a.what == "h200x2":
+        same = out.parent.resolve() == folder.resolve()
+        ranks_trace = folder / "ranks.trace.json.gz" if same else out.with_name(out.name.split(".")[0] +
+                                                                                ".ranks.trace.json.gz")
+    _check_writable([out] + ([ranks_trace] if ranks_trace else []), folder, a.output is None)
     if a.what == "h200":
         from kdvfs.bundled import resolve_trace_path
 
@@ -39,11 +53,11 @@ def cmd_summarize(a) -> int:
     else:
         mc = " --measured-collectives" if a.measured_collectives else ""
         lm = "" if a.limiter == "auto" else f" --limiter {a.limiter}"
+        lm += "" if a.gpu == "h200" else f" --gpu {a.gpu}"  # the command must rebuild this document
         doc = summaries.h200x2_comparison(folder, a.gpu, command=f"kdvfs summarize h200x2 --folder {folder}{mc}{lm}",
                                           measured_collectives=a.measured_collectives,
-                                          limiter={"auto": None, "on": True, "off": False}[a.limiter])
-        if a.measured_collectives and not a.output:
-            out = folder / "comparison_measured_collectives.json"
+                                          limiter={"auto": None, "on": True, "off": False}[a.limiter],
+                                          ranks_trace=ranks_trace)
         lines = [f"rank {r['rank']}: step {1e3 * r['measured_step_time_s']:.2f} ms measured, "
                  f"{1e3 * r['simulated_step_time_s']:.2f} ms simulated ({r['time_error_pct']:+.2f} %); "
                  f"{r['measured_step_energy_j']:.2f} J measured, {r['simulated_step_energy_j']:.2f} J simulated "
@@ -53,9 +67,26 @@ def cmd_summarize(a) -> int:
         print_json(doc)
         return 0
     c = make_console()
-    for line in lines + [f"wrote {out}"]:
+    for line in lines + [f"wrote {out}"] + ([f"wrote {ranks_trace}"] if ranks_trace else []):
         c.print(line)
     return 0
+
+
+def _check_writable(paths: list[Path], folder: Path, default_out: bool) -> None:
+    """Refuse, before the work, to write where it cannot (a read-only copy of a validation folder)."""
+    import os
+
+    from kdvfs.errors import InputError
+
+    for p in paths:
+        d = p.parent
+        if not d.is_dir():
+            raise InputError(f"cannot write {p}: folder {str(d)!r} does not exist; create it or give -o FILE in an "
+                             "existing folder")
+        if not os.access(d, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+            hint = (f"summarize writes its results into the measurement folder {str(folder)!r} by default; give "
+                    "-o FILE in a writable folder, or copy the folder") if default_out else "give -o FILE elsewhere"
+            raise InputError(f"cannot write {p}: not writable; {hint}")
 
 
 def register(sub, j) -> None:
@@ -72,5 +103,9 @@ def register(sub, j) -> None:
     sp.add_argument("--limiter", choices=["auto", "on", "off"], default="auto",
                     help="h200x2: replay under the card's windowed power limiter (auto: where the card has one) or "
                          "each kernel throttled alone (off); the other is reported beside it")
-    sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder)")
+    sp.add_argument("-o", "--output", help="file to write (default: summary.json or comparison.json in the folder, "
+                                           "h200x2's other replays comparison_<options>.json, e.g. "
+                                           "comparison_limiter_off.json; h200x2 also writes the imported multi-rank trace, ranks.trace.json.gz, "
+                                           "into the folder, or beside -o as STEM.ranks.trace.json.gz when -o is "
+                                           "elsewhere)")
     sp.set_defaults(fn=cmd_summarize)

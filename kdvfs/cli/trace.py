@@ -127,8 +127,10 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", required=True)
     sp.add_argument("--gpus-per-node", type=int, help="several ranks: GPUs per node of the machine they ran on")
     sp.add_argument("--work-from", action="append", metavar="FILE",
-                    help="several ranks: a step of the same run recorded with op shapes, one per rank in rank order "
-                         "(repeat): each rank's kernels take their FLOPs and bytes from it, the timing from FILE…")
+                    help="several ranks: a step of the same run recorded with op shapes (record_shapes=True), one "
+                         "per rank (repeat; matched to its rank by its distributedInfo, else taken in rank order): "
+                         "each rank's kernels take their FLOPs and bytes from it, their timing from the files given "
+                         "first")
     sp.add_argument("--name")
     sp.add_argument("--repeat", action="append",
                     help="SEGMENT=N: repeat count of a segment named by the recorder's kdvfs: labels (e.g. "
