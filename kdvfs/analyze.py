@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,39 @@ def _row(policy: str, slack: float, mech: str | None, t_pct: float, e_pct: float
             "energy_change_pct": float(e_pct), "switches": int(switches)}
 
 
+def _accepted_boundary(pb: Problem, sw: SwitchModel, mechanism: str, slack: float, costs: SwitchCosts,
+                       first: Schedule, accept: Callable[[Schedule, float], bool],
+                       kept: list[tuple[float, float, Schedule]]) -> tuple[Schedule, float]:
+    """The boundary schedule for ``slack`` that ``accept`` takes: planned with the slack itself, else with ¾, ½, ¼ of
+    it — not below what a smaller slack's accepted schedule was planned with, which is within this slack too and is
+    taken instead when nothing planned here is accepted — else with none. Returns it (labelled with ``slack``) and the
+    slack it was planned with."""
+    if accept(first, slack):
+        return first, slack
+    earlier = [(p, s) for sl, p, s in kept if sl <= slack]
+    floor_p, floor_s = max(earlier, key=lambda x: x[0]) if earlier else (0.0, None)
+    for f in (0.75, 0.5, 0.25):
+        planned = f * slack
+        if planned <= floor_p:
+            break
+        bs = replace(boundary_schedule(pb, sw, mechanism, planned, costs), slack_pct=slack)
+        if accept(bs, slack):
+            return bs, planned
+    if floor_s is not None:
+        return replace(floor_s, slack_pct=slack), floor_p
+    return replace(boundary_schedule(pb, sw, mechanism, 0.0, costs), slack_pct=slack), 0.0
+
+
 def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks: Sequence[float] = DEFAULT_SLACKS,
             mechanism: str = "predictive", switch: SwitchModel | None = None, kernel_switch_aware: bool = True,
-            progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, Any], dict[str, Schedule]]:
-    """The analysis document and the schedules it made (name → schedule); see the module docstring."""
+            progress: Callable[[str, int, int], None] | None = None,
+            accept: Callable[[Schedule, float], bool] | None = None) -> tuple[dict[str, Any], dict[str, Schedule]]:
+    """The analysis document and the schedules it made (name → schedule); see the module docstring.
+
+    ``accept(schedule, slack_pct)``: a further check of each module-boundary schedule (the command line simulates it
+    under the card's windowed power limiter, which this package cannot import). A schedule it refuses is planned again
+    with less slack (¾, ½, ¼ of it, none) and the first one accepted is kept, its row and file noting the slack it was
+    planned at (``planned_slack_pct``); if none is, the one planned with no slack is kept."""
     from kdvfs.model import default_params
 
     check_mechanism(mechanism)
@@ -71,6 +101,7 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
 
     rows: list[dict[str, Any]] = []
     schedules: dict[str, Schedule] = {}
+    kept: list[tuple[float, float, Schedule]] = []  # accepted boundary schedules: (slack asked, slack planned, schedule)
     low_share = 0.0
     for sl in slacks:
         ideal = optimize(pb, "waste", sl, "kernel", "global")
@@ -89,11 +120,16 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
             assert q is not None
             rows.append(_row("switch-aware", sl, mechanism, q.time_change_pct, q.energy_change_pct, q.switches))
             tick(f"switch-aware, slack {sl:g} %")
-        bs = boundary_schedule(pb, sw, mechanism, sl, costs)
+        bs, planned = boundary_schedule(pb, sw, mechanism, sl, costs), sl
+        if accept is not None:
+            bs, planned = _accepted_boundary(pb, sw, mechanism, sl, costs, bs, accept, kept)
+            kept.append((sl, planned, bs))
         q = bs.predicted
         assert q is not None
         rows.append(_row("switch-aware at module boundaries", sl, mechanism, q.time_change_pct,
                          q.energy_change_pct, q.switches))
+        if planned != sl:
+            rows[-1]["planned_slack_pct"] = planned
         schedules[f"schedule-boundary-slack{sl:g}.json"] = bs
         tick(f"module boundaries, slack {sl:g} %")
     s = trace.summary()
@@ -220,7 +256,9 @@ def limiter_caution(rows: list[dict[str, Any]], gpu: str) -> str:
     may run the simulator), beside the slack they were planned for without it."""
     over = [r for r in rows if r["time_change_pct"] > r["slack_pct"] + 0.05]
     parts = "; ".join(f"slack {r['slack_pct']:g} %: {_pct(r['time_change_pct'], 2)} time, "
-                      f"{_pct(r['energy_change_pct'])} energy" for r in rows)
+                      f"{_pct(r['energy_change_pct'])} energy"
+                      + (f" (planned with {r['planned_slack_pct']:g} % slack to stay within it)"
+                         if r.get("planned_slack_pct") is not None else "") for r in rows)
     head = (f"Caution: these plans throttle each kernel on its own. {gpu} has a fitted windowed power limiter "
             "(`kdvfs simulate` uses it by default); under it, against auto under it, the module-boundary schedules "
             "give ") if over else (

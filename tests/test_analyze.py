@@ -84,3 +84,52 @@ def test_whatif_takes_the_card_from_the_profile_header(capsys):
                           "--mechanism", "sync", "--executor", "serial", "--json"], capsys)
     assert code == 0
     assert {r["gpu"] for r in json.loads(o)} == {"h200"}
+
+
+def test_boundary_schedules_stay_within_their_slack_under_the_limiter(tmp_path, capsys):
+    """On a card with a fitted power limiter analyze plans a boundary schedule again, with less slack, until the
+    schedule run under the limiter stays within the slack asked; a larger slack never saves less than a smaller one."""
+    code, o, _ = run_cli(["analyze", str(HF), "--gpu", "h200", "--slack", "1", "2", "5",
+                          "--no-kernel-switch-aware", "-o", str(tmp_path / "an"), "--json"], capsys)
+    d = json.loads(o)
+    assert code == 0
+    lim = d["limiter_check"]
+    assert [r["slack_pct"] for r in lim] == [1.0, 2.0, 5.0]
+    for r in lim:
+        assert r["time_change_pct"] <= r["slack_pct"] + 1e-6
+        assert r.get("planned_slack_pct", r["slack_pct"]) <= r["slack_pct"]
+    e = [r["energy_change_pct"] for r in lim]
+    assert e[1] <= e[0] + 1e-9 and e[2] <= e[1] + 1e-9
+    rows = {r["slack_pct"]: r for r in d["rows"] if r["policy"] == "switch-aware at module boundaries"}
+    for r in lim:  # the table's row is the schedule kept, with the slack it was planned with
+        assert rows[r["slack_pct"]].get("planned_slack_pct") == r.get("planned_slack_pct")
+
+
+def test_accepted_boundary_backs_off_and_reuses_a_smaller_slacks_schedule():
+    import numpy as np
+
+    from kdvfs.analyze import _accepted_boundary
+    from kdvfs.bundled import default_profile_path, load_trace_by_name
+    from kdvfs.gpus import get_gpu
+    from kdvfs.optimize.problem import Problem
+    from kdvfs.profile import load_profile
+    from kdvfs.runtime_plan import boundary_schedule
+    from kdvfs.switching import SwitchCosts
+
+    tr = load_trace_by_name("gpt3xl-llmc-rtx3080ti")
+    pb = Problem(tr, load_profile(default_profile_path(tr)))
+    spec = get_gpu("rtx3080ti")
+    costs = SwitchCosts(idle_power_w=spec.idle_power_w)
+    seen = []
+
+    def accept(s, slack):  # a stricter judge: only plans predicted within a quarter of the slack
+        seen.append(s.predicted.time_change_pct)
+        return s.predicted.time_change_pct <= 0.25 * slack + 1e-9
+
+    first = boundary_schedule(pb, spec.switch, "predictive", 4.0, costs)
+    s, planned = _accepted_boundary(pb, spec.switch, "predictive", 4.0, costs, first, accept, [])
+    assert s.slack_pct == 4.0 and planned < 4.0 and s.predicted.time_change_pct <= 1.0 + 1e-9 and len(seen) >= 2
+    # nothing accepted above an earlier slack's plan: that plan is reused, labelled with this slack
+    never = _accepted_boundary(pb, spec.switch, "predictive", 5.0, costs, first, lambda s, sl: False,
+                               [(4.0, planned, s)])
+    assert never[1] == planned and never[0].slack_pct == 5.0 and np.array_equal(never[0].core_mhz, s.core_mhz)
