@@ -256,7 +256,7 @@ def scale_problem(trace: Trace, profile: Profile, params: KernelParams, spec: Gp
     segs = tuple(Segment(s.name, tuple(replace(k, time_s=float(next(kit)), energy_j=None) for k in s.kernels), s.repeat,
                          s.pass_name) for s in trace.segments)
     b = batch or trace.batch_size or 1
-    new_trace = replace(trace, segments=segs, batch_size=b, _cache={},
+    new_trace = replace(trace, segments=segs, batch_size=b,
                         notes=(trace.notes + f"; scaled by kdvfs.scaling to batch {b}, tensor-parallel degree {tp}").strip("; "))
     newp = Profile(prof.keys, prof.settings, t, pw, prof.source, prof.gpu, new_trace.name)
     ct, ce = _tp_collectives(trace, spec, tp, b, hidden)

@@ -151,7 +151,8 @@ class Trace:
     source: str = ""
     licence: str = ""
     notes: str = ""
-    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    # not an init field: dataclasses.replace() then starts a fresh cache instead of carrying the old trace's views
+    _cache: dict = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.segments:
