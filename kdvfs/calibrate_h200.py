@@ -27,7 +27,7 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
-from kdvfs.importers import _replace_notes, transfer_work
+from kdvfs.importers import transfer_work
 from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
@@ -434,7 +434,7 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
                for a, b in zip(trace.kernels, new.kernels)):
             notes = trace.notes if (trace.notes or "").endswith(f"FLOPs/bytes from op shapes of {shaped.name}") \
                 else new.notes
-            trace = _replace_notes(new, notes)
+            trace = replace(new, notes=notes)
             save_trace(trace, tpath)
         prof = build_profile(trace, spec, default_params(trace, spec), settings=settings, source="model")
         ppath = root / "traces" / f"gpt3xl-torch-h200-{prec}.profile.csv.gz"

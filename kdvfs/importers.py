@@ -405,45 +405,28 @@ def _pass_of(seg: str) -> str:
 
 def transfer_work(trace, shaped):
     """``trace`` with the work (FLOPs, bytes, dtype, math, source) of ``shaped``, a recording of the same workload
-    with op shapes. The kernels are matched one to one: in order where both launch the same kernels in the same order,
-    else by occurrence of each (launching op, name) — kernels of different streams (a collective beside the backward
-    pass) can start in another order in another step — so each (op, name) must occur equally often in both (else
-    ``InputError``)."""
-    from collections import defaultdict as _dd
-    from dataclasses import replace as _replace
+    with op shapes. The kernels are matched one to one by occurrence of each (launching op, name): the k-th launch of
+    a kernel takes the work of its k-th launch there, so kernels of different streams (a collective beside the backward
+    pass), which can start in another order in another step, still find their twin; each (op, name) must occur equally
+    often in both (else ``InputError``)."""
+    from collections import defaultdict
 
-    from kdvfs.trace import Segment, Trace
+    from kdvfs.trace import Segment
 
     a, b = trace.kernels, shaped.kernels
-    if len(a) == len(b) and all((x.op, x.name) == (y.op, y.name) for x, y in zip(a, b)):
-        works = list(b)
-    else:
-        by_key: dict = _dd(list)
-        for y in b:
-            by_key[(y.op, y.name)].append(y)
-        count: dict = _dd(int)
-        for x in a:
-            count[(x.op, x.name)] += 1
-        if len(a) != len(b) or any(len(by_key.get(k, [])) != n for k, n in count.items()):
-            raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels; record the "
-                             "shaped trace from the same workload, torch and card")
-        seen: dict = _dd(int)
-        works = []
-        for x in a:
-            k = (x.op, x.name)
-            works.append(by_key[k][seen[k]])
-            seen[k] += 1
-    it = iter(works)
-    segs = tuple(Segment(s.name, tuple(_replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
-                                                work_source=w.work_source) for k, w in zip(s.kernels, it)),
+    by_key: defaultdict = defaultdict(list)
+    for y in b:
+        by_key[(y.op, y.name)].append(y)
+    count: defaultdict = defaultdict(int)
+    for x in a:
+        count[(x.op, x.name)] += 1
+    if len(a) != len(b) or any(len(by_key.get(key, [])) != n for key, n in count.items()):
+        raise InputError(f"trace {trace.name!r} and {shaped.name!r} do not launch the same kernels; record the "
+                         "shaped trace from the same workload, torch and card")
+    twins = {key: iter(ys) for key, ys in by_key.items()}
+    it = (next(twins[(x.op, x.name)]) for x in a)
+    segs = tuple(Segment(s.name, tuple(replace(k, flops=w.flops, bytes=w.bytes, dtype=w.dtype, math=w.math,
+                                               work_source=w.work_source) for k, w in zip(s.kernels, it)),
                          s.repeat, s.pass_name) for s in trace.segments)
-    return Trace(trace.name, segs, trace.model, trace.batch_size, trace.seq_len, trace.gpu, trace.capture_core_mhz,
-                 trace.capture_mem_mhz, trace.source, trace.licence,
-                 (trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
-
-
-def _replace_notes(trace, notes):
-    from kdvfs.trace import Trace
-
-    return Trace(trace.name, trace.segments, trace.model, trace.batch_size, trace.seq_len, trace.gpu,
-                 trace.capture_core_mhz, trace.capture_mem_mhz, trace.source, trace.licence, notes)
+    return replace(trace, segments=segs,
+                   notes=(trace.notes + "; " if trace.notes else "") + f"FLOPs/bytes from op shapes of {shaped.name}")
