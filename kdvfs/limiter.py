@@ -313,14 +313,11 @@ def gap_power_for(spec: GpuSpec) -> float | None:
 
     from kdvfs.bundled import bundled_dir
 
-    for name, path in (("params", "gap_power_w"), ("plants", "idle")):
-        f = bundled_dir() / (f"{spec.name}.fit.json" if name == "params" else f"{spec.name}.limiter.json")
-        if f.exists():
-            d = json.loads(f.read_text()).get(name, {})
-            v = d.get(path) if name == "params" else d.get(path, {}).get("a_w")
-            if v is not None:
-                return float(v)
-    return None
+    card, lim = bundled_dir() / f"{spec.name}.fit.json", bundled_dir() / f"{spec.name}.limiter.json"
+    g = json.loads(card.read_text()).get("params", {}).get("gap_power_w") if card.exists() else None
+    if g is None and lim.exists():
+        g = json.loads(lim.read_text()).get("plants", {}).get("idle", {}).get("a_w")
+    return None if g is None else float(g)
 
 
 def limiter_params(trace, spec: GpuSpec, lim: LimiterModel) -> KernelParams:
