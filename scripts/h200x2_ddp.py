@@ -198,27 +198,8 @@ def main() -> int:
     steps_n = int(steps.item())
     log(f"warm-up {n} steps, {1e3 * per:.1f} ms/step; {steps_n} steps per window")
 
-    def window(label: str, no_sync: bool = False) -> dict:
-        dist.barrier()
-        sync()
-        if nv:
-            nv.start_sampling()
-        e0 = nv.energy_j() if nv else 0.0
-        t = time.perf_counter()
-        for _ in range(steps_n):
-            step(no_sync)
-        sync()
-        dt = time.perf_counter() - t
-        e1 = nv.energy_j() if nv else 0.0
-        s = nv.stop_sampling() if nv else {}
-        r = {"label": label, "steps": steps_n, "time_s": dt, "energy_j": e1 - e0, "step_time_s": dt / steps_n,
-             "step_energy_j": (e1 - e0) / steps_n, "mean_power_w": (e1 - e0) / dt, **s}
-        log(f"{label}: {steps_n} steps in {dt:.2f} s: {1e3 * r['step_time_s']:.2f} ms, {r['step_energy_j']:.2f} J "
-            f"per step, {r['mean_power_w']:.0f} W")
-        return r
-
-    def timed(label: str, body, n: int, **extra) -> dict:
-        """A window of anything (idle, collectives alone): energy and power per card, time per repetition."""
+    def measured(body) -> tuple[float, float, dict]:
+        """(seconds, joules, NVML samples) of ``body`` on this rank's card, all ranks starting together."""
         dist.barrier()
         sync()
         if nv:
@@ -229,9 +210,25 @@ def main() -> int:
         sync()
         dt = time.perf_counter() - t
         e1 = nv.energy_j() if nv else 0.0
-        s = nv.stop_sampling() if nv else {}
-        r = {"label": label, "repetitions": n, "time_s": dt, "energy_j": e1 - e0, "per_repetition_s": dt / n,
-             "mean_power_w": (e1 - e0) / dt, **extra, **s}
+        return dt, e1 - e0, (nv.stop_sampling() if nv else {})
+
+    def window(label: str, no_sync: bool = False) -> dict:
+        def steps() -> None:
+            for _ in range(steps_n):
+                step(no_sync)
+
+        dt, e, s = measured(steps)
+        r = {"label": label, "steps": steps_n, "time_s": dt, "energy_j": e, "step_time_s": dt / steps_n,
+             "step_energy_j": e / steps_n, "mean_power_w": e / dt, **s}
+        log(f"{label}: {steps_n} steps in {dt:.2f} s: {1e3 * r['step_time_s']:.2f} ms, {r['step_energy_j']:.2f} J "
+            f"per step, {r['mean_power_w']:.0f} W")
+        return r
+
+    def timed(label: str, body, n: int, **extra) -> dict:
+        """A window of anything (idle, collectives alone): energy and power per card, time per repetition."""
+        dt, e, s = measured(body)
+        r = {"label": label, "repetitions": n, "time_s": dt, "energy_j": e, "per_repetition_s": dt / n,
+             "mean_power_w": e / dt, **extra, **s}
         log(f"{label}: {n} in {dt:.2f} s, {1e3 * dt / n:.3f} ms each, {r['mean_power_w']:.0f} W")
         return r
 
