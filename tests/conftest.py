@@ -31,6 +31,17 @@ def spaan_problem(spaan_trace, spaan_profile):
     return Problem(spaan_trace, spaan_profile)
 
 
+def write_csv_rows(path, rows):
+    """``rows`` (dicts with the same keys) written as a CSV with a header at ``path``; returns ``path``."""
+    import csv
+
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
 def run_cli(args, capsys):
     from kdvfs.cli import main
 

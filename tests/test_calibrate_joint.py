@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DATA, run_cli
+from conftest import DATA, run_cli, write_csv_rows
 
 from kdvfs.bundled import bundled_dir
 from kdvfs.errors import InputError
@@ -71,14 +71,6 @@ def test_calibration_json_matches_preset_and_profile(spaan_trace, spaan_profile)
     assert np.allclose(prof.time_s, ev.time_s, rtol=1e-5) and np.allclose(prof.power_w, ev.power_w, rtol=1e-5)
 
 
-def _write(path, rows):
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
 def _sweep_rows():
     with SWEEP.open(newline="") as f:
         return list(csv.DictReader(f))
@@ -93,24 +85,24 @@ def _sweep_rows():
     (lambda rows: [dict(rows[0], core_mhz="225")] + rows[1:], r"setting 225/405 MHz is not one of the study's 66"),
 ])
 def test_bad_pass_sweeps_are_refused(tmp_path, edit, message):
-    p = _write(tmp_path / "s.csv", edit(_sweep_rows()))
+    p = write_csv_rows(tmp_path / "s.csv", edit(_sweep_rows()))
     with pytest.raises(InputError, match=message):
         read_pass_sweep(p, get_gpu("rtx3080ti"))
 
 
 def test_calibrate_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
-    bad = _write(tmp_path / "s.csv", _sweep_rows()[:-3])
+    bad = write_csv_rows(tmp_path / "s.csv", _sweep_rows()[:-3])
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--sweep", str(bad), "--check"], capsys)
     assert code == 2 and "misses 3 of the 132 rows" in err and "Traceback" not in err
     with (bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     rows[3]["energy_auto_j"] = "nan"
-    t = _write(tmp_path / "t.csv", rows)
+    t = write_csv_rows(tmp_path / "t.csv", rows)
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--table", str(t), "--check"], capsys)
     assert code == 2 and "kernel 3 (Permute) has e_auto = nan" in err
     rows[3]["energy_auto_j"] = "0.4436"
     rows[5]["best_core_mhz"] = "2205"
-    code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--table", str(_write(tmp_path / "t.csv", rows)),
+    code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--table", str(write_csv_rows(tmp_path / "t.csv", rows)),
                             "--check"], capsys)
     assert code == 2 and "best setting 2205/9501 MHz is not a clock pair rtx3080ti has" in err
     code, _, err = run_cli(["profile", "calibrate", "nope2030"], capsys)

@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import run_cli, write_csv_rows
 
 from kdvfs.bundled import bundled_dir
 from kdvfs.gpus import get_gpu
@@ -37,24 +37,16 @@ def test_calibrate_refuses_options_the_table_method_lacks_and_a_file_as_out(caps
     assert code == 2 and "cannot use it as a start" in err
 
 
-def _write_csv(path, rows):
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
 def test_calibrate_refuses_a_table_whose_rows_are_not_the_traces_kernels(capsys, tmp_path):
     with (bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     rows[2]["name"], rows[2]["repeat"] = "Softmax", "1"  # not the trace's kernel 2 (a GEMM, 24 repeats)
-    t = _write_csv(tmp_path / "t.csv", rows)
+    t = write_csv_rows(tmp_path / "t.csv", rows)
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--table", str(t), "--check"], capsys)
     assert code == 2 and "row 2 is kernel 2 (Softmax, repeat 1) but the trace's kernel 2 is GEMM (repeat 24)" in err
     rows[2]["name"], rows[2]["repeat"] = "GEMM", "24"
     rows[1]["time_min_s"] = "0.02"  # above its own maximum
-    _write_csv(t, rows)
+    write_csv_rows(t, rows)
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--table", str(t), "--check"], capsys)
     assert code == 2 and "the extremes must bracket the auto value" in err
 
