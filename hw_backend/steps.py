@@ -30,7 +30,7 @@ __all__ = ["MODELS", "measure_steps", "parse_model"]
 log = logging.getLogger(__name__)
 
 MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
-          "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base")
+          "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -77,11 +77,27 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                num_hidden_layers=2 if small else 16, num_attention_heads=4 if small else 16,
                                num_key_value_heads=2 if small else 4, vocab_size=32000, max_position_embeddings=4096)
         cls, batch, seq = tf.MistralForCausalLM, (2 if small else 8), (64 if small else 2048)
-    elif name == "vit-base":  # ViT-B/16 on 224x224 images (a convolution patch embedding, no vocabulary)
-        return _vit(torch, dev, small, batch_override)
+    elif name == "gemma-0.3b":  # a small Gemma (GeGLU MLP, head dim 256, one KV head, 256k vocabulary)
+        cfg = tf.GemmaConfig(hidden_size=128 if small else 1024, intermediate_size=256 if small else 4096,
+                             num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 8,
+                             num_key_value_heads=1, head_dim=32 if small else 256, vocab_size=256000,
+                             max_position_embeddings=2048)
+        cls, batch, seq = tf.GemmaForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "bloom-560m":  # BLOOM-560m's shape (ALiBi attention through baddbmm, 250k vocabulary)
+        cfg = tf.BloomConfig(hidden_size=128 if small else 1024, n_layer=2 if small else 24,
+                             n_head=4 if small else 16, vocab_size=250880)
+        cls, batch, seq = tf.BloomForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "t5-base":  # T5-base's shape (encoder-decoder, relative position bias, ReLU MLP, RMS-style norm)
+        cfg = tf.T5Config(d_model=128 if small else 768, d_ff=256 if small else 3072, d_kv=32 if small else 64,
+                          num_layers=2 if small else 12, num_heads=4 if small else 12, vocab_size=32128,
+                          decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        cls, batch, seq = tf.T5ForConditionalGeneration, (2 if small else 16), (64 if small else 512)
+    elif name in ("vit-base", "convnext-tiny"):  # image classifiers, no vocabulary
+        return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
-    cfg._attn_implementation = "sdpa"
+    if name != "bloom-560m":  # BLOOM's ALiBi attention has no SDPA path
+        cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     torch.manual_seed(0)
     with torch.device(dev):
@@ -113,29 +129,40 @@ def _train_step(model, opt, autocast, **inputs) -> Callable[[], None]:
     return step
 
 
-def _vit(torch, dev: str, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
+def _vision(name: str, torch, dev: str, small: bool,
+            batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
+    """ViT-B/16 (a convolution patch embedding, then a transformer) or ConvNeXt-T (depthwise 7×7 convolutions,
+    channels-last LayerNorm, GELU MLPs) on 224×224 images, classifying into 1 000 labels."""
     import transformers as tf
 
-    cfg = tf.ViTConfig(hidden_size=64 if small else 768, intermediate_size=128 if small else 3072,
-                       num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
-                       image_size=32 if small else 224, patch_size=16, num_labels=1000)
-    cfg._attn_implementation = "sdpa"
+    if name == "vit-base":
+        cfg = tf.ViTConfig(hidden_size=64 if small else 768, intermediate_size=128 if small else 3072,
+                           num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
+                           image_size=32 if small else 224, patch_size=16, num_labels=1000)
+        cfg._attn_implementation = "sdpa"
+        size = cfg.image_size
+        cls, batch, seq = tf.ViTForImageClassification, 128, (size // 16) ** 2 + 1
+    else:
+        cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
+                                hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
+        size = 32 if small else 224
+        cls, batch, seq = tf.ConvNextForImageClassification, 64, (size // 32) ** 2  # the last stage's positions
     torch.manual_seed(0)
     with torch.device(dev):
-        model = tf.ViTForImageClassification(cfg)
+        model = cls(cfg)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator(device=dev).manual_seed(0)
-    batch = batch_override or (2 if small else 128)
-    x = torch.randn((batch, 3, cfg.image_size, cfg.image_size), device=dev, generator=g)
+    batch = batch_override or (2 if small else batch)
+    x = torch.randn((batch, 3, size, size), device=dev, generator=g)
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
     ac = torch.autocast(dev, dtype=torch.bfloat16)
 
     step = _train_step(model, opt, ac, pixel_values=x, labels=y)
 
-    info = {"model": "vit-base", "class": "ViTForImageClassification", "config": {
+    info = {"model": name, "class": cls.__name__, "config": {
         k: v for k, v in cfg.to_dict().items() if isinstance(v, (int, float, str, bool))}, "batch": batch,
-        "seq": (cfg.image_size // cfg.patch_size) ** 2 + 1, "parameters": sum(p.numel() for p in model.parameters()),
+        "seq": seq, "parameters": sum(p.numel() for p in model.parameters()),
         "precision": "bf16 autocast, fp32 weights, AdamW (foreach)", "transformers": tf.__version__}
     return step, info
 
