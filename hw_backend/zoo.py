@@ -22,7 +22,7 @@ from kdvfs.work import (
 )
 
 __all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "step_shape_zoo"]
+           "step_shape_zoo", "top_clock_zoo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,12 +202,49 @@ def duty_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
-ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo}
+def top_clock_zoo() -> tuple[ZooKernel, ...]:
+    """The fifth set (session 7): the power of a training step's heavy kernels near the top clock, and what memory
+    traffic costs by direction.
+
+    Inside the steps the limiter's window also holds light kernels and host gaps, so GEMMs and attention run at
+    1830–1980 MHz, where alone they sit at the cap at 1400–1700 MHz: bursts of the steps' GEMM shapes (MLP and
+    projection GEMMs at 16 k tokens) and of causal attention forward and backward, with idle gaps that keep the window
+    below the cap; the probe GEMM with a 1 ms gap and in a shorter burst (does power depend on the burst's length or
+    on the time since the last burst?). Then memory kernels whose traffic differs only in direction and width: a
+    write-only fill and a copy in fp32 (the first zoo has them in bf16), a cast down from fp32 (reads twice what it
+    writes; the first zoo's cast up writes twice what it reads), a bf16 sum (read-only), an fp32 transpose."""
+    gib = 1 << 29  # elements of 1 GiB in bf16
+    return (
+        ZooKernel("duty_gemm_bf16_16384x4096x1024_x20_gap4ms", "gemm", "gemm", "bf16", (16384, 4096, 1024), graph=20,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_16384x1024x4096_x20_gap4ms", "gemm", "gemm", "bf16", (16384, 1024, 4096), graph=20,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_16384x8192x2048_x8_gap4ms", "gemm", "gemm", "bf16", (16384, 8192, 2048), graph=8,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_16384x5632x2048_x10_gap4ms", "gemm", "gemm", "bf16", (16384, 5632, 2048), graph=10,
+                  gap_s=4e-3),
+        ZooKernel("duty_gemm_bf16_4096_x25_gap1ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=25, gap_s=1e-3),
+        ZooKernel("duty_gemm_bf16_4096_x10_gap4ms", "gemm", "gemm", "bf16", (4096, 4096, 4096), graph=10, gap_s=4e-3),
+        ZooKernel("duty_sdpa_bf16_causal_8x16x2048x128_x20_gap4ms", "attention", "sdpa", "bf16", (8, 16, 2048, 128),
+                  True, graph=20, gap_s=4e-3),
+        ZooKernel("duty_sdpa_bwd_bf16_causal_8x16x2048x128_x8_gap4ms", "attention", "sdpa_bwd", "bf16",
+                  (8, 16, 2048, 128), True, graph=8, gap_s=4e-3),
+        ZooKernel("fill_fp32_1GiB", "copy", "fill", "fp32", (gib // 2,)),
+        ZooKernel("copy_fp32_1GiB", "copy", "copy", "fp32", (gib // 2,)),
+        ZooKernel("cast_fp32_to_bf16_1GiB", "copy", "cast", "fp32", (gib // 2,)),
+        ZooKernel("sum_bf16_1GiB", "reduction", "sum", "bf16", (gib,)),
+        ZooKernel("transpose_fp32_8192x8192", "copy", "transpose", "fp32", (8192, 8192)),
+    )
+
+
+ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
+            "top-clock": top_clock_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
-    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo`` and ``duty_zoo``."""
-    return default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo()
+    """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo``, ``duty_zoo`` and
+    ``top_clock_zoo``."""
+    return default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo() + top_clock_zoo()
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
