@@ -447,3 +447,20 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
                     "iteration_energy_auto_j": float(trace.repeats @ prof.energy_j[:, ia]),
                     "throttled_at_auto": int(np.sum(prof.eff_core_mhz[:, ia] < spec.boost_core_mhz - 0.5))})
     return out
+
+
+def check_h200_fit(fit: dict, data, command: str = "") -> dict:
+    """A stored fit (``kdvfs-h200-fit/1``) against characterisation files, without fitting: each measured kernel's
+    predicted clock and power beside the measurement, and how many meet the targets. For files the fit did not see
+    (a new campaign), this is a held-out check. Launch-bound and duty entries take the fit's own gap power."""
+    spec = spec_from_fit(fit)
+    rows, gap_w, paths, _ = prepared_rows(data)
+    fitted_gap = (fit.get("params") or {}).get("gap_power_w")
+    gw = fitted_gap if fitted_gap is not None else gap_w
+    fit_data = fit.get("data")
+    seen = {Path(p).name for p in ([fit_data] if isinstance(fit_data, str) else (fit_data or []))}
+    return {"format": "kdvfs-h200-fit-check/1", "command": command, "fit_command": fit.get("command"),
+            "fit_data": fit_data, "data": paths, "gap_power_w": gw,
+            "files_in_fit": sorted(seen & {Path(p).name for p in paths}),
+            "targets": {"clock_pct": 100 * CLOCK_TOL, "power_pct": 100 * POWER_TOL},
+            "check": _report(spec, rows, gap_w=gw)}

@@ -131,6 +131,8 @@ def cmd_calibrate_h200(a) -> int:
     from kdvfs.gpus import H200_FIT_FILE
 
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
+    if a.check:
+        return _check_h200(a, cmd)
     if not a.data and not all(Path(f).is_file() for f in DEFAULT_DATA):
         raise InputError(f"calibrate-h200: the default data ({DEFAULT_DATA[0]} and its siblings) is relative to a kdvfs "
                          f"checkout and is not under {str(Path.cwd())!r}; run from the repository root or give --data FILE")
@@ -158,6 +160,42 @@ def cmd_calibrate_h200(a) -> int:
             f"{h['test']['kernels']} both (clock {h['test']['meet_clock']}, power {h['test']['meet_power']}); "
             f"written: {', '.join(map(str, outs))}")
     return 0
+
+
+def _check_h200(a, cmd: str) -> int:
+    """``calibrate-h200 --check FIT``: the stored fit against ``--data`` files, nothing fitted or bundled."""
+    import json
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import check_h200_fit
+    from kdvfs.limiter_fit import load_json
+
+    if not a.data:
+        raise InputError("calibrate-h200 --check: give the characterisation file(s) to check the fit against with "
+                         "--data FILE (e.g. --data validation/h200/characterization/characterization5.json.gz)")
+    doc = check_h200_fit(load_json(a.check), a.data, command=cmd)
+    if a.output != _DEFAULT_FIT_OUTPUT:  # the check writes only where asked, never over the fit
+        from kdvfs.fileio import check_output_path
+
+        check_output_path(a.output, "check output", make_parents=True)
+        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    if a.json:
+        print_json(doc)
+        return 0
+    c = make_console()
+    ch = doc["check"]
+    rows = [[r["name"], f"{r['measured_sm_mhz']:.0f}", f"{r['predicted_sm_mhz']:.0f}", f"{r['clock_error_pct']:+.1f}",
+             f"{r['measured_power_w']:.1f}", f"{r['predicted_power_w']:.1f}", f"{r['power_error_pct']:+.1f}"
+             + ("" if r["meets_both"] else " miss")] for r in ch["per_kernel"]]
+    c.print(table(f"the fit of {a.check} against {', '.join(doc['data'])}", ["kernel", "MHz meas.", "MHz pred.",
+                                                                            "%", "W meas.", "W pred.", "%"], rows))
+    seen = f" (already in the fit: {', '.join(doc['files_in_fit'])})" if doc["files_in_fit"] else " (held out)"
+    c.print(f"{ch['kernels']} kernels{seen}: clock within {doc['targets']['clock_pct']:g} % for {ch['meet_clock']}, "
+            f"power within {doc['targets']['power_pct']:g} % for {ch['meet_power']}, both for {ch['meet_both']}")
+    return 0
+
+
+_DEFAULT_FIT_OUTPUT = "validation/h200/characterization/fit.json"
 
 
 def register(sub, j) -> None:
@@ -199,8 +237,12 @@ def register(sub, j) -> None:
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
                          "validation/h200/characterization/characterization.json.gz and characterization2/3/4.json.gz)")
-    sp.add_argument("-o", "--output", default="validation/h200/characterization/fit.json")
+    sp.add_argument("-o", "--output", default=_DEFAULT_FIT_OUTPUT,
+                    help="file to write (default: %(default)s; with --check, the check's report, written only if given)")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
+    sp.add_argument("--check", metavar="FIT",
+                    help="fit nothing: predict the --data files with this stored fit (e.g. "
+                         "validation/h200/characterization/fit.json) and report each kernel against the targets")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 
