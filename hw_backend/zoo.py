@@ -22,7 +22,7 @@ from kdvfs.work import (
 )
 
 __all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "step_shape_zoo", "top_clock_zoo"]
+           "held_duty_zoo", "step_shape_zoo", "top_clock_zoo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,14 +259,34 @@ def attention_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def held_duty_zoo() -> tuple[ZooKernel, ...]:
+    """The seventh set (session 7): heavy GEMM bursts with gaps short enough that the limiter holds them between the
+    cap's clock alone (~1500 MHz) and the top clock. Alone every large GEMM sits at the cap at one clock, and bursts
+    with long gaps run at the top clock; these give each burst's power at the clocks in between (1600–1950 MHz), where
+    the voltage curve was left loosely determined by the zoo and where the GEMMs of the heavy training steps run."""
+    g, d = "gemm", "bf16"
+    k4, k8, mlp = (4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 2048)
+    return (
+        ZooKernel("duty_gemm_bf16_4096_x25_gap500us", g, g, d, k4, graph=25, gap_s=5e-4),
+        ZooKernel("duty_gemm_bf16_4096_x25_gap250us", g, g, d, k4, graph=25, gap_s=2.5e-4),
+        ZooKernel("duty_gemm_bf16_4096_x50_gap1ms", g, g, d, k4, graph=50, gap_s=1e-3),
+        ZooKernel("duty_gemm_bf16_4096_x100_gap1ms", g, g, d, k4, graph=100, gap_s=1e-3),
+        ZooKernel("duty_gemm_bf16_4096_x100_gap2ms", g, g, d, k4, graph=100, gap_s=2e-3),
+        ZooKernel("duty_gemm_bf16_8192_x4_gap1ms", g, g, d, k8, graph=4, gap_s=1e-3),
+        ZooKernel("duty_gemm_bf16_8192_x4_gap500us", g, g, d, k8, graph=4, gap_s=5e-4),
+        ZooKernel("duty_gemm_bf16_16384x8192x2048_x8_gap1ms", g, g, d, mlp, graph=8, gap_s=1e-3),
+    )
+
+
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
-            "top-clock": top_clock_zoo, "attention": attention_zoo}
+            "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
     """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo``, ``duty_zoo`` and
-    ``top_clock_zoo``, ``attention_zoo``."""
-    return default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo() + top_clock_zoo() + attention_zoo()
+    ``top_clock_zoo``, ``attention_zoo``, ``held_duty_zoo``."""
+    return (default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo() + top_clock_zoo() + attention_zoo()
+            + held_duty_zoo())
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))
