@@ -86,7 +86,7 @@ class ZooKernel:
         if self.op in ("sum", "amax"):
             return reduction_work(n, s[0] if len(s) > 1 else 1, d)
         if self.op in ("layer_norm", "rms_norm"):
-            return norm_work(n, d)
+            return norm_work(n, d, rms=self.op == "rms_norm")
         if self.op == "softmax":
             return softmax_work(n, d, row=s[-1])
         if self.op in ("copy", "transpose"):

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
-    "math_class", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
+    "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "math_class", "writes_constant", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
 
 MATH_CLASSES = ("tensor16", "tf32", "fp8", "simt")
@@ -128,11 +128,22 @@ def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str 
     return Work(float(numel), float((numel + out_numel) * _size(dtype)), dtype, False, source)
 
 
-def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes") -> Work:
-    """Layer / RMS norm: mean and variance then scale (~8 FLOPs per element); reads x, writes y (the backward reads x
-    and dy, writes dx: 3 passes)."""
+NORM_FORWARD_FLOPS = {"layer": 12.0, "rms": 4.0}
+"""FLOPs per element of a forward norm, counted from ATen's ``vectorized_layer_norm_kernel`` (layer_norm_kernel.cu;
+RMS norm is its ``rms_norm`` template): LayerNorm's Welford update (``delta = x − mean``, the count, its reciprocal,
+``mean += delta · r``, ``x − mean``, ``m2 += delta · (x − mean)``: 8) then ``(x − mean) · rstd · γ + β`` (4); RMS norm
+accumulates ``x²`` (2) then ``x · rstd · γ`` (2). The zoo measured the two at one shape: RMS norm ran at 3.3 TB/s and
+1965 MHz, LayerNorm at 2.5 TB/s and 1890 MHz (both at the cap): the same count for both cannot say that."""
+
+
+def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes",
+              rms: bool = False) -> Work:
+    """Layer / RMS norm: reads x, writes y (the backward reads x and dy, writes dx: 3 passes). FLOPs per element:
+    ``NORM_FORWARD_FLOPS`` forward (``rms``: RMS norm, else LayerNorm), 12 backward (not split by kind: no backward
+    norm was measured alone)."""
     passes = 3 if backward else 2
-    return Work(float(numel * (12 if backward else 8)), float(numel * passes * _size(dtype)), dtype, False, source)
+    fpe = 12.0 if backward else NORM_FORWARD_FLOPS["rms" if rms else "layer"]
+    return Work(float(numel * fpe), float(numel * passes * _size(dtype)), dtype, False, source)
 
 
 SOFTMAX_SMEM_BYTES = 48 * 1024
@@ -155,6 +166,15 @@ def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes", *, row
 def copy_work(numel: int, dtype: str = "bf16", *, out_dtype: str | None = None, source: str = "shapes") -> Work:
     """A copy (or cast, or layout change) of ``numel`` elements: one read, one write, no arithmetic."""
     return Work(0.0, float(numel * (_size(dtype) + _size(out_dtype or dtype))), dtype, False, source)
+
+
+_CONSTANT_WRITE = re.compile(r"FillFunctor|\bMemset\b|fill_kernel|zero_kernel", re.I)
+
+
+def writes_constant(name: str) -> bool:
+    """Whether a GPU kernel (by its name) only writes one repeated value: ATen's ``FillFunctor`` (``fill_``,
+    ``zero_``, ``torch.zeros``/``full``) or a memset. Its bytes do not toggle the memory bus (``kdvfs.model``)."""
+    return bool(_CONSTANT_WRITE.search(name or ""))
 
 
 # ---------------------------------------------------------------------- from op shapes (profiler "Input Dims")
@@ -263,7 +283,7 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         adam = "adam" in full.lower()
         return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
     if _NORM_OPS.search(full):
-        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name)
+        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name, rms="rms" in name.lower())
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name)
