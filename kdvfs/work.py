@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "writes_constant", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
 
@@ -123,9 +123,17 @@ def elementwise_work(numel: int, dtype: str = "bf16", *, inputs: int = 1, output
     return Work(float(numel * flops_per_element), float(numel * (inputs + outputs) * _size(dtype)), dtype, False, source)
 
 
-def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str = "shapes") -> Work:
-    """A reduction of ``numel`` elements into ``out_numel``: one read of the input, one FLOP per element."""
-    return Work(float(numel), float((numel + out_numel) * _size(dtype)), dtype, False, source)
+MAX_REDUCTION_FLOPS = 3.0
+"""Operations per element of a max/min reduction: ATen's ``MaxNanFunctor``/``MinNanFunctor`` propagate NaN,
+``(isnan(a) || a > b) ? a : b`` — a NaN test, a comparison and a select, where a sum adds once."""
+_MAX_LIKE = re.compile(r"aten::(max|min|amax|amin|argmax|argmin)$", re.I)
+
+
+def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str = "shapes", *,
+                   flops_per_element: float = 1.0) -> Work:
+    """A reduction of ``numel`` elements into ``out_numel``: one read of the input, ``flops_per_element`` operations
+    per element (1 for a sum; ``MAX_REDUCTION_FLOPS`` for a max or min)."""
+    return Work(float(numel * flops_per_element), float((numel + out_numel) * _size(dtype)), dtype, False, source)
 
 
 NORM_FORWARD_FLOPS = {"layer": 12.0, "rms": 4.0}
@@ -288,7 +296,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name)
     if _REDUCE_OPS.search(full):
-        return reduction_work(_numel(shapes[0]), 1, dt)
+        return reduction_work(_numel(shapes[0]), 1, dt,
+                              flops_per_element=MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0)
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
