@@ -210,6 +210,9 @@ _ATTN_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|
 # the lists' depth: TensorListMetadata<N>, or TensorListScalarListMetadata<scalar_t, N> (ops with a list of scalars,
 # such as the foreach AdamW's addcdiv_ and div_ by the bias corrections)
 _MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorList(?:ScalarList)?Metadata<(?:\w+,\s*)?(\d+)", re.I)
+# the functor's template (ATen ForeachFunctors.cuh): <scalar_t, depth, r_args_depth, res_arg_index>: r_args_depth lists
+# are read, the result goes to list res_arg_index (0: in place, over a list that was read)
+_FOREACH_FUNCTOR = re.compile(r"Functor<[\w:]+,\s*(\d+),\s*(\d+),\s*(\d+)>")
 _BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)
@@ -436,10 +439,13 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     if mt and grid:
         # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not
         # record): each block walks one chunk of kChunkSize = 65536 elements (ATen's MultiTensorApply.cuh) of the
-        # N = depth tensor lists, reading all N and writing one
+        # N = depth tensor lists, reading the functor's r_args_depth of them (all N where its name does not say) and
+        # writing one: an out-of-place op (``_foreach_sqrt``: UnaryOpFunctor<float, 2, 1, 1>) reads one list of two
         depth = int(mt.group(1))
+        fn = _FOREACH_FUNCTOR.search(name, mt.end())
+        reads = min(depth, int(fn.group(2))) if fn and int(fn.group(2)) > 0 else depth
         numel = _numel(list(grid)) * 65536
-        return Work(float(numel * depth), float(numel * (depth + 1) * _size(dt)), dt, False, "name")
+        return Work(float(numel * depth), float(numel * (reads + 1) * _size(dt)), dt, False, "name")
     if category in ("elementwise", "norm", "reduction", "copy", "optimizer") and grid and block:
         threads = _numel(list(grid)) * _numel(list(block))
         m = _VEC.search(name)
