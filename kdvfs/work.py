@@ -103,13 +103,21 @@ def gemm_work(m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, *, bi
     return Work(float(flops), float(nbytes), d, d in ("bf16", "fp16", "tf32", "fp8"), source)
 
 
+ATTENTION_TILE = 128
+"""Key-tile width of the fused attention kernels (FlashAttention-2's and cuDNN's sm90 kernels: 128), for the tiles a
+causal mask only half fills."""
+
+
 def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
                    causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
     """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, half of it
     under a causal mask; the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
     paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
     s = _size(dtype)
-    f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (0.5 if causal else 1.0)
+    # under a causal mask the kernel still computes the whole tiles the diagonal crosses (it masks inside them): about
+    # half the score matrix plus half a tile column per row, with FlashAttention's 128-wide key tiles
+    causal_share = min(1.0, 0.5 + ATTENTION_TILE / (2.0 * max(seq_k, 1)))
+    f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (causal_share if causal else 1.0)
     io = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * s
     if backward:
         f *= 2.5
