@@ -50,7 +50,7 @@ def test_max_reductions_count_the_nan_propagating_compare():
     assert amax.bytes == total.bytes
     zoo = {k.name: k for k in full_zoo()}
     assert zoo["amax_bf16_rows_16384x16384"].work.flops == pytest.approx(3 * n)
-    assert zoo["sum_fp32_1GiB"].work.flops == pytest.approx((1 << 28))
+    assert zoo["sum_fp32_1GiB"].work.flops == pytest.approx(1 << 28)
 
 
 def test_foreach_functor_reads_only_its_input_lists():
