@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
+    "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
     "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "writes_constant", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
@@ -110,8 +110,8 @@ causal mask only half fills."""
 
 def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
                    causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
-    """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, half of it
-    under a causal mask; the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
+    """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, about half
+    of it under a causal mask (``0.5 + ATTENTION_TILE / (2·sk)``: the diagonal's tiles are computed whole); the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
     paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
     s = _size(dtype)
     # under a causal mask the kernel still computes the whole tiles the diagonal crosses (it masks inside them): about
