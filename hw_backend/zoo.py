@@ -11,6 +11,7 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.work import (
+    MAX_REDUCTION_FLOPS,
     Work,
     attention_work,
     copy_work,
@@ -84,9 +85,10 @@ class ZooKernel:
         if self.op in ("gelu", "silu", "relu"):
             return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0}[self.op])
         if self.op in ("sum", "amax"):
-            return reduction_work(n, s[0] if len(s) > 1 else 1, d)
+            return reduction_work(n, s[0] if len(s) > 1 else 1, d,
+                                  flops_per_element=MAX_REDUCTION_FLOPS if self.op == "amax" else 1.0)
         if self.op in ("layer_norm", "rms_norm"):
-            return norm_work(n, d)
+            return norm_work(n, d, rms=self.op == "rms_norm")
         if self.op == "softmax":
             return softmax_work(n, d, row=s[-1])
         if self.op in ("copy", "transpose"):

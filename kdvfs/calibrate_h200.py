@@ -29,7 +29,7 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, H200_UNFITTED, GpuSpec, apply_h200_fit
 from kdvfs.importers import transfer_work
 from kdvfs.model import evaluate, params_from_work
-from kdvfs.work import math_class
+from kdvfs.work import math_class, writes_constant
 
 __all__ = ["DEFAULT_DATA", "prepared_rows", "onset_rows", "gap_power", "busy_fraction", "kernel_time_s", "period_s", "FIT_FORMAT", "build_h200_profiles", "transfer_work", "PEAK_TFLOPS_DTYPE", "fit_h200", "predict_zoo", "run_h200_fit", "spec_from_fit", "zoo_rows"]
 
@@ -125,6 +125,7 @@ def zoo_rows(doc: dict) -> list[dict]:
                 r.update(flops=w.flops, bytes=w.bytes, recorded_flops=r["flops"], recorded_bytes=r["bytes"])
         g = max(1, _graph_of(r))
         r["ws_bytes"] = float(r["bytes"]) / g
+        r["constant_write"] = constant_write(r)
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
@@ -139,6 +140,14 @@ def zoo_rows(doc: dict) -> list[dict]:
     if not rows:
         raise InputError("the characterisation file holds no measured zoo kernel; run `kdvfs characterize` first")
     return rows
+
+
+def constant_write(r: dict) -> bool:
+    """Whether a zoo entry's GPU kernels only write a repeated value (``kdvfs.work.writes_constant`` of each kernel
+    the profiler recorded for it, as a trace's kernels are judged by their names)."""
+    names = [str(c.get("name", "")) for c in r.get("cuda_kernels") or [] if isinstance(c, dict)
+             and not str(c.get("name", "")).startswith("(+")]
+    return bool(names) and all(writes_constant(n) for n in names)
 
 
 def gap_power(rows: list[dict]) -> float | None:
@@ -176,7 +185,8 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]),
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
-                              solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
+                              solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
+                              constant_write=[bool(r.get("constant_write")) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
@@ -232,7 +242,8 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
-                              working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows])
+                              working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
+                              constant_write=[bool(r.get("constant_write")) for r in rows])
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w)
 

@@ -213,7 +213,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
-        from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name
+        from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
         fl, by, maths = [], [], []
         for k in ks:
@@ -226,7 +226,8 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
             by.append(b or 0.0)
             maths.append(k.math or math_class(k.category, dt, None if dt else False))
         params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
-                                  core_mhz=cc or None, mem_mhz=cm or None)
+                                  core_mhz=cc or None, mem_mhz=cm or None,
+                                  constant_write=[writes_constant(k.name) for k in ks])
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()
@@ -287,7 +288,7 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
-                       working_set_bytes=None) -> tuple[np.ndarray, np.ndarray]:
+                       working_set_bytes=None, constant_write=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -297,7 +298,9 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     not GEMMs or attention (given ``categories``) take that coefficient instead of ``simt``: an elementwise op's
     nominal FLOPs come with many more instructions each (loads, conversions, indexing) than a GEMM's. The memory
     utilisation returned (memory-traffic power) counts only the bytes that reach device memory
-    (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves).
+    (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
+    ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
+    traffic power — its bits do not toggle on the memory bus.
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
@@ -310,12 +313,17 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     cls = np.array([co.get(k, 1.0) for k in keys])
     uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
+    if constant_write is not None:
+        # the I/O energy of DRAM and of the on-chip wires is spent on bits that toggle: writing one value over and over
+        # toggles none (the zoo's fill: 401 W at 3.4 TB/s of writes, 13 W above a kernel that moves nothing, where a
+        # copy of random data at 4.2 TB/s draws 618 W; the cast, 2/3 writes, says writes of data cost as reads do)
+        dram = dram * np.where(np.asarray(constant_write, dtype=bool), 0.0, 1.0)
     return uc, util_m * dram
 
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
-                     working_set_bytes=None) -> KernelParams:
+                     working_set_bytes=None, constant_write=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -330,6 +338,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
             clock the cap allows the kernel alone (fixed-point rounds): right for kernels captured alone.
         mem_mhz: memory clock at capture (default the highest).
         working_set_bytes: per kernel, the bytes one launch touches (for L2 residency; default ``nbytes``).
+        constant_write: per kernel, whether it only writes a repeated value (``activity_from_work``; default none).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -358,7 +367,8 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         scale = times / ev.time_s  # time is homogeneous in (t0, tc, tm)
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
-            uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes)
+            uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
+                                            constant_write)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "DTYPE_BYTES", "Work", "WORK_SOURCES", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
-    "math_class", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
+    "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
+    "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "math_class", "writes_constant", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
 
 MATH_CLASSES = ("tensor16", "tf32", "fp8", "simt")
@@ -103,13 +103,21 @@ def gemm_work(m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, *, bi
     return Work(float(flops), float(nbytes), d, d in ("bf16", "fp16", "tf32", "fp8"), source)
 
 
+ATTENTION_TILE = 128
+"""Key-tile width of the fused attention kernels (FlashAttention-2's and cuDNN's sm90 kernels: 128), for the tiles a
+causal mask only half fills."""
+
+
 def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
                    causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
-    """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, half of it
-    under a causal mask; the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
+    """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, about half
+    of it under a causal mask (``0.5 + ATTENTION_TILE / (2·sk)``: the diagonal's tiles are computed whole); the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
     paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
     s = _size(dtype)
-    f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (0.5 if causal else 1.0)
+    # under a causal mask the kernel still computes the whole tiles the diagonal crosses (it masks inside them): about
+    # half the score matrix plus half a tile column per row, with FlashAttention's 128-wide key tiles
+    causal_share = min(1.0, 0.5 + ATTENTION_TILE / (2.0 * max(seq_k, 1)))
+    f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (causal_share if causal else 1.0)
     io = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * s
     if backward:
         f *= 2.5
@@ -123,16 +131,35 @@ def elementwise_work(numel: int, dtype: str = "bf16", *, inputs: int = 1, output
     return Work(float(numel * flops_per_element), float(numel * (inputs + outputs) * _size(dtype)), dtype, False, source)
 
 
-def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str = "shapes") -> Work:
-    """A reduction of ``numel`` elements into ``out_numel``: one read of the input, one FLOP per element."""
-    return Work(float(numel), float((numel + out_numel) * _size(dtype)), dtype, False, source)
+MAX_REDUCTION_FLOPS = 3.0
+"""Operations per element of a max/min reduction: ATen's ``MaxNanFunctor``/``MinNanFunctor`` propagate NaN,
+``(isnan(a) || a > b) ? a : b`` — a NaN test, a comparison and a select, where a sum adds once."""
+_MAX_LIKE = re.compile(r"aten::(max|min|amax|amin|argmax|argmin)$", re.I)
 
 
-def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes") -> Work:
-    """Layer / RMS norm: mean and variance then scale (~8 FLOPs per element); reads x, writes y (the backward reads x
-    and dy, writes dx: 3 passes)."""
+def reduction_work(numel: int, out_numel: int, dtype: str = "fp32", source: str = "shapes", *,
+                   flops_per_element: float = 1.0) -> Work:
+    """A reduction of ``numel`` elements into ``out_numel``: one read of the input, ``flops_per_element`` operations
+    per element (1 for a sum; ``MAX_REDUCTION_FLOPS`` for a max or min)."""
+    return Work(float(numel * flops_per_element), float((numel + out_numel) * _size(dtype)), dtype, False, source)
+
+
+NORM_FORWARD_FLOPS = {"layer": 12.0, "rms": 4.0}
+"""FLOPs per element of a forward norm, counted from ATen's ``vectorized_layer_norm_kernel`` (layer_norm_kernel.cu;
+RMS norm is its ``rms_norm`` template): LayerNorm's Welford update (``delta = x − mean``, the count, its reciprocal,
+``mean += delta · r``, ``x − mean``, ``m2 += delta · (x − mean)``: 8) then ``(x − mean) · rstd · γ + β`` (4); RMS norm
+accumulates ``x²`` (2) then ``x · rstd · γ`` (2). The zoo measured the two at one shape: RMS norm ran at 3.3 TB/s and
+1965 MHz, LayerNorm at 2.5 TB/s and 1890 MHz (both at the cap): the same count for both cannot say that."""
+
+
+def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes",
+              rms: bool = False) -> Work:
+    """Layer / RMS norm: reads x, writes y (the backward reads x and dy, writes dx: 3 passes). FLOPs per element:
+    ``NORM_FORWARD_FLOPS`` forward (``rms``: RMS norm, else LayerNorm), 12 backward (not split by kind: no backward
+    norm was measured alone)."""
     passes = 3 if backward else 2
-    return Work(float(numel * (12 if backward else 8)), float(numel * passes * _size(dtype)), dtype, False, source)
+    fpe = 12.0 if backward else NORM_FORWARD_FLOPS["rms" if rms else "layer"]
+    return Work(float(numel * fpe), float(numel * passes * _size(dtype)), dtype, False, source)
 
 
 SOFTMAX_SMEM_BYTES = 48 * 1024
@@ -155,6 +182,15 @@ def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes", *, row
 def copy_work(numel: int, dtype: str = "bf16", *, out_dtype: str | None = None, source: str = "shapes") -> Work:
     """A copy (or cast, or layout change) of ``numel`` elements: one read, one write, no arithmetic."""
     return Work(0.0, float(numel * (_size(dtype) + _size(out_dtype or dtype))), dtype, False, source)
+
+
+_CONSTANT_WRITE = re.compile(r"FillFunctor|\bMemset\b|fill_kernel|zero_kernel", re.I)
+
+
+def writes_constant(name: str) -> bool:
+    """Whether a GPU kernel (by its name) only writes one repeated value: ATen's ``FillFunctor`` (``fill_``,
+    ``zero_``, ``torch.zeros``/``full``) or a memset. Its bytes do not toggle the memory bus (``kdvfs.model``)."""
+    return bool(_CONSTANT_WRITE.search(name or ""))
 
 
 # ---------------------------------------------------------------------- from op shapes (profiler "Input Dims")
@@ -182,6 +218,9 @@ _ATTN_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|
 # the lists' depth: TensorListMetadata<N>, or TensorListScalarListMetadata<scalar_t, N> (ops with a list of scalars,
 # such as the foreach AdamW's addcdiv_ and div_ by the bias corrections)
 _MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorList(?:ScalarList)?Metadata<(?:\w+,\s*)?(\d+)", re.I)
+# the functor's template (ATen ForeachFunctors.cuh): <scalar_t, depth, r_args_depth, res_arg_index>: r_args_depth lists
+# are read, the result goes to list res_arg_index (0: in place, over a list that was read)
+_FOREACH_FUNCTOR = re.compile(r"Functor<[\w:]+,\s*(\d+),\s*(\d+),\s*(\d+)>")
 _BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)
@@ -263,12 +302,13 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         adam = "adam" in full.lower()
         return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
     if _NORM_OPS.search(full):
-        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name)
+        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name, rms="rms" in name.lower())
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name)
     if _REDUCE_OPS.search(full):
-        return reduction_work(_numel(shapes[0]), 1, dt)
+        return reduction_work(_numel(shapes[0]), 1, dt,
+                              flops_per_element=MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0)
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
@@ -407,10 +447,13 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     if mt and grid:
         # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not
         # record): each block walks one chunk of kChunkSize = 65536 elements (ATen's MultiTensorApply.cuh) of the
-        # N = depth tensor lists, reading all N and writing one
+        # N = depth tensor lists, reading the functor's r_args_depth of them (all N where its name does not say) and
+        # writing one: an out-of-place op (``_foreach_sqrt``: UnaryOpFunctor<float, 2, 1, 1>) reads one list of two
         depth = int(mt.group(1))
+        fn = _FOREACH_FUNCTOR.search(name, mt.end())
+        reads = min(depth, int(fn.group(2))) if fn and int(fn.group(2)) > 0 else depth
         numel = _numel(list(grid)) * 65536
-        return Work(float(numel * depth), float(numel * (depth + 1) * _size(dt)), dt, False, "name")
+        return Work(float(numel * depth), float(numel * (reads + 1) * _size(dt)), dt, False, "name")
     if category in ("elementwise", "norm", "reduction", "copy", "optimizer") and grid and block:
         threads = _numel(list(grid)) * _numel(list(block))
         m = _VEC.search(name)

@@ -18,7 +18,7 @@ SWEEP = bundled_dir() / "spaan2026_fig3_fig4_pass_level.csv"
 
 def test_other_presets_model_outputs_unchanged():
     """The new card fields default to values that leave every other preset's model output as it was (values computed
-    before issue 11's model changes; the H200's recomputed with its session-6 refit, whose constants changed)."""
+    before issue 11's model changes; the H200's recomputed with its session-7 refit, whose constants changed)."""
     ref = json.loads((DATA / "model_outputs_other_presets.json").read_text())
     p = KernelParams(("a", "b", "c"), np.array([1e-5, 2e-5, 1e-4]), np.array([1e-3, 1e-4, 5e-3]),
                      np.array([2e-4, 1e-3, 1e-3]), np.array([1.0, 0.5, 0.9]), np.array([0.8, 1.0, 0.5]))
