@@ -343,9 +343,12 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
     return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
 
 
-DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4"))
+DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4", "5", "6"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
-zoo (session 4), then the cache-gaps, step-shapes and duty sets (session 5)."""
+zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7).
+Not ``characterization7.json.gz`` (the held-duty set): in those bursts NVML's SM clock and the bursts' own durations
+disagree (NVML's median 1680–1890 MHz, the durations 1790–1960 MHz), so the clock the fit would anchor them at is not
+known; ``kdvfs calibrate-h200 --check`` reports them."""
 
 
 def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
@@ -369,7 +372,7 @@ def run_h200_fit(data, command: str = "") -> dict:
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "71 kernels)")
+                         "90 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")

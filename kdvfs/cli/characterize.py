@@ -239,7 +239,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
-                         "validation/h200/characterization/characterization.json.gz and characterization2/3/4.json.gz)")
+                         "validation/h200/characterization/characterization.json.gz and characterization2 … 6.json.gz)")
     sp.add_argument("-o", "--output", default=_DEFAULT_FIT_OUTPUT,
                     help="file to write (default: %(default)s; with --check, the check's report, written only if given)")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
