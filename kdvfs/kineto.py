@@ -41,7 +41,7 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _CHUNK = 1 << 22
 
-_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 
 # interval kinds
 OP, MODULE = 0, 1

@@ -185,11 +185,36 @@ _MULTI_TENSOR = re.compile(r"multi_tensor_apply_kernel<.*?TensorList(?:ScalarLis
 _BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)
-_REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|nll_loss|"
+_REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|all|any|"
                          r"cross_entropy|argmax|_foreach_norm)", re.I)
 _COPY_OPS = re.compile(r"aten::(copy_|_to_copy|to|clone|contiguous|cat|index|index_select|embedding|gather|scatter|"
                        r"fill_|zero_|zeros|ones|empty_like|transpose|permute|_reshape_alias|masked_fill)", re.I)
 _FOREACH = re.compile(r"_foreach_|_fused_adam", re.I)
+_NLL_OPS = re.compile(r"aten::nll_loss", re.I)
+_FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|new_full)$", re.I)
+# ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
+_BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
+                           r"all|any)_?$", re.I)
+
+
+def _operand_size(dts: Sequence[str | None], i: int, default: str) -> int:
+    """Bytes per element of operand ``i`` (its recorded dtype, else ``default``'s)."""
+    d = dts[i] if i < len(dts) else None
+    return _size(d or default)
+
+
+def _stride_of(strides: object, i: int) -> list[int] | None:
+    if not isinstance(strides, list) or i >= len(strides) or not isinstance(strides[i], list):
+        return None
+    st = strides[i]
+    return [int(x) for x in st] if all(isinstance(x, int) for x in st) else None
+
+
+def _distinct(dims: Sequence[int], strides: Sequence[int] | None) -> int:
+    """Distinct elements of a tensor view: a dimension of stride 0 (broadcast by ``expand``) adds none."""
+    if strides is None or len(strides) != len(dims):
+        return _numel(dims)
+    return int(math.prod(int(d) for d, st in zip(dims, strides) if st != 0))
 _CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
@@ -205,7 +230,7 @@ _CAUSAL_ARG = {
 
 
 def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
-            autocast_dtype: str | None = None, concrete: object = None) -> Work | None:
+            autocast_dtype: str | None = None, concrete: object = None, strides: object = None) -> Work | None:
     """Work of one launch of ``op`` from the profiler's ``Input Dims`` and ``Input type`` lists, or ``None`` when the
     op or its shapes are not understood (the caller then falls back to the kernel's name).
 
@@ -217,6 +242,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         tf32: fp32 GEMMs use tf32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
         autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
         concrete: ``args["Concrete Inputs"]`` (scalar arguments as strings): gives attention's ``is_causal``.
+        strides: ``args["Input Strides"]``: an operand broadcast along a dimension (stride 0, an ``expand``) is read
+            once per distinct element, not once per element of its shape.
     """
     shapes = _shape_list(dims)
     tl = types if isinstance(types, list) else []
@@ -267,8 +294,15 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name)
+    if _NLL_OPS.search(full):
+        # nll_loss reads one element per target (the target's class), not the whole [N, C] input; the backward
+        # writes one element per target into a gradient a fill_ zeroed before
+        ti = 2 if "backward" in name else 1
+        n = _numel(shapes[ti]) if len(shapes) > ti and shapes[ti] else 0
+        return Work(float(n), float(n * (_size(dt) + _operand_size(dts, ti, "int64"))), dt, False, "shapes") if n else None
     if _REDUCE_OPS.search(full):
-        return reduction_work(_numel(shapes[0]), 1, dt)
+        n = _numel(shapes[0])
+        return Work(float(n), float(n * _operand_size(dts, 0, dt) + _size(dt)), dt, False, "shapes")
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
@@ -276,15 +310,28 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
             and dims[0] and all(isinstance(x, list) for x in dims[0]):
         n = sum(_numel(x) for x in dims[0])  # a tensor list: every input read once, the result written once
         return copy_work(n, dt) if n else None
+    if _FILL_OPS.search(full):  # writes its output, reads nothing (the zoo's fill is priced so too)
+        n = _numel(shapes[0])
+        return Work(0.0, float(n * _operand_size(dts, 0, dt)), dt, False, "shapes") if n else None
+    if full == "aten::gather" and len(shapes) > 2 and shapes[2]:
+        # gather(self, dim, index): one element of self read and one written per index element (not all of self);
+        # the index itself read once per distinct element (an embedding's index is expanded along the hidden size)
+        n = _numel(shapes[2])
+        idx = _distinct(shapes[2], _stride_of(strides, 2)) * _operand_size(dts, 2, "int64")
+        return Work(0.0, float(n * 2 * _size(dt) + idx), dt, False, "shapes")
     if _COPY_OPS.search(full):
         n = max((_numel(s) for s in shapes), default=0)
         return copy_work(n, dt) if n else None
     # anything else that takes tensors: an elementwise op over its largest operand, reading each tensor input once
+    # (each at its own dtype: a dropout mask or a where's condition is bool; a broadcast operand once per distinct
+    # element) and writing the result (bool for a predicate such as isneginf or eq)
     sizes = [_numel(s) for s in shapes if s]
     if not sizes:
         return None
     n = max(sizes)
-    return Work(float(n), float((sum(sizes) + n) * _size(dt)), dt, False, "shapes")
+    read = sum(_distinct(s, _stride_of(strides, i)) * _operand_size(dts, i, dt) for i, s in enumerate(shapes) if s)
+    out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else _size(dt)
+    return Work(float(n), float(read + n * out), dt, False, "shapes")
 
 
 def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
@@ -367,7 +414,12 @@ def _conv_from(shapes: list[list[int]], dt: str, tf32: bool, op: str = "", concr
 
 # ---------------------------------------------------------------------- from the kernel's name and grid
 _TILE = re.compile(r"(\d{2,3})x(\d{2,3})(?:x(\d{2,3}))?")
-_VEC = re.compile(r"elementwise_kernel<(\d+)|vectorized_elementwise_kernel<(\d+)")
+# elements per thread: vectorized_elementwise_kernel<vec_size, ...>, but elementwise_kernel<nt, vt, ...> (threads per
+# block, then items per thread: ATen's CUDALoops.cuh); reading nt there priced elementwise_kernel<128, 2> at 64×
+_VEC = re.compile(r"vectorized_elementwise_kernel<(\d+)|(?<!vectorized_)elementwise_kernel<\d+,\s*(\d+)")
+# multi_tensor_apply's functor: <scalar_t, depth, r_args_depth, res_arg_index>: the lists it reads (an out-of-place
+# op such as _foreach_sqrt has depth 2 but reads one list and writes the other)
+_MT_FUNCTOR = re.compile(r"Functor<\s*[\w:]+,\s*(\d+),\s*(\d+),\s*(\d+)\s*>")
 _NAME_DTYPE = (("bf16", re.compile(r"bf16|bfloat16|BFloat16", re.I)), ("fp16", re.compile(r"f16|half|fp16", re.I)),
                ("tf32", re.compile(r"tf32", re.I)), ("fp32", re.compile(r"f32|float|sgemm", re.I)))
 
@@ -407,10 +459,12 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     if mt and grid:
         # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not
         # record): each block walks one chunk of kChunkSize = 65536 elements (ATen's MultiTensorApply.cuh) of the
-        # N = depth tensor lists, reading all N and writing one
+        # N = depth tensor lists, reading the functor's r_args_depth of them (all N for an in-place op) and writing one
         depth = int(mt.group(1))
+        fn = _MT_FUNCTOR.search(name)
+        reads = int(fn.group(2)) if fn else depth
         numel = _numel(list(grid)) * 65536
-        return Work(float(numel * depth), float(numel * (depth + 1) * _size(dt)), dt, False, "name")
+        return Work(float(numel * depth), float(numel * (reads + 1) * _size(dt)), dt, False, "name")
     if category in ("elementwise", "norm", "reduction", "copy", "optimizer") and grid and block:
         threads = _numel(list(grid)) * _numel(list(block))
         m = _VEC.search(name)
@@ -473,7 +527,7 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             a = o.get("args") or {}
             w = op_work(str(o.get("name", "")), a.get("Input Dims"), a.get("Input type"),
                         backward=bool(backward[i]) if backward is not None else False, tf32=tf32,
-                        concrete=a.get("Concrete Inputs"))
+                        concrete=a.get("Concrete Inputs"), strides=a.get("Input Strides"))
             if w is not None:
                 share = k.time_s / dur_of_op[id(o)] if dur_of_op.get(id(o)) else 1.0
                 w = Work(w.flops * share, w.bytes * share, w.dtype, w.tensor, "shapes")
