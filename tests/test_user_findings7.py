@@ -157,3 +157,64 @@ def test_simulate_replays_a_schedule_with_the_mechanism_it_was_planned_for(tmp_p
     assert run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "rtx3080ti", "-o", ideal], capsys)[0] == 0
     code, out, _ = run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", ideal, "--json"], capsys)
     assert json.loads(out)["mechanism"] == "sync"  # a schedule planned without switch costs: sync, as before
+
+
+# ----------------------------------------------------------------------------------------------- validate-steps
+def _toy_steps(tmp_path, **top):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz", tmp_path / "toy.kineto.json.gz")
+    row = {"model": "toy", "trace": "toy.kineto.json.gz", "step_time_s": 0.05, "step_energy_j": 20.0,
+           "sm_mhz_median": 1980.0}
+    (tmp_path / "steps.json").write_text(json.dumps({"format": "kdvfs-steps/1", **top, "steps": [row]}))
+    return tmp_path
+
+
+def _one_error_line(code, out, err, *needles):
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kdvfs: error:"), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def test_validate_steps_refuses_steps_measured_on_another_card(tmp_path, capsys):
+    """A steps.json recorded on an A100 was judged against the H200's model without a word."""
+    from conftest import run_cli
+
+    d = _toy_steps(tmp_path, gpu="NVIDIA A100-SXM4-80GB")
+    _one_error_line(*run_cli(["validate-steps", str(d), "--gpu", "h200"], capsys),
+                    "measured on 'NVIDIA A100-SXM4-80GB', not on h200", "give the --gpu it was measured on")
+
+
+def test_validate_steps_takes_the_steps_file_itself(tmp_path, capsys):
+    """Given the steps.json path (as a new user does), it looked for 'steps.json/steps.json'."""
+    from conftest import run_cli
+
+    d = _toy_steps(tmp_path, gpu="NVIDIA H200")
+    code, out, err = run_cli(["validate-steps", str(d / "steps.json"), "--gpu", "h200", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["steps"][0]["model"] == "toy"
+
+
+# ----------------------------------------------------------------------------------------------- messages
+def test_a_negative_slack_below_auto_names_zero_not_minus_zero(tmp_path, capsys):
+    """On the H200's model auto is the fastest setting; the refusal said "use --slack ≥ -0.000"."""
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    tr = str(tmp_path / "toy.json")
+    toy = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
+    assert run_cli(["trace", "import", str(toy), "-o", tr], capsys)[0] == 0
+    code, out, err = run_cli(["optimize", "--trace", tr, "--gpu", "h200", "--slack", "-5"], capsys)
+    assert code == 2 and "use --slack ≥ 0.000" in err and "-0.000" not in err, err
+
+
+def test_importing_a_folder_says_so_not_truncated(tmp_path, capsys):
+    from conftest import run_cli
+
+    _one_error_line(*run_cli(["trace", "import", str(tmp_path), "-o", str(tmp_path / "x.json")], capsys),
+                    "is a directory; give the path of the trace file")
