@@ -20,6 +20,7 @@ and applied on one definition of work.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ __all__ = [
     "norm_work", "op_work", "reduction_work", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
+
+log = logging.getLogger(__name__)
 
 MATH_CLASSES = ("tensor16", "tf32", "fp8", "simt")
 """Where a kernel's arithmetic runs: 16-bit tensor cores, tf32 tensor cores, fp8 tensor cores, or the CUDA cores
@@ -480,6 +483,19 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
 NAME_PEAK_FLOPS = {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12, "fp8": 1978.9e12}
 
 
+MAX_BYTES_PER_S = 25e12
+"""More than any card moves through memory (HBM3e: 4.8–8 TB/s; Hopper's L2 ~12 TB/s): shape-derived work beyond it,
+or beyond twice the highest ``NAME_PEAK_FLOPS`` (an fp32 op may run on tf32 tensor cores unbeknown to the importer),
+means the op's formula does not describe that kernel (before they were fixed, nll_loss was priced at 440 TB/s and an
+embedding's gather at 114 TB/s on the Gemma step)."""
+
+
+def _possible(w: Work, time_s: float) -> bool:
+    if not time_s > 0:
+        return True
+    return w.bytes / time_s <= MAX_BYTES_PER_S and w.flops / time_s <= 2 * max(NAME_PEAK_FLOPS.values())
+
+
 def index_ops(events: Sequence[Mapping]) -> dict:
     """CPU op events by their ``External id`` (the id a kernel launched inside the op carries), innermost op last.
     Only ops with recorded shapes (``Input Dims``) are kept."""
@@ -531,6 +547,10 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             if w is not None:
                 share = k.time_s / dur_of_op[id(o)] if dur_of_op.get(id(o)) else 1.0
                 w = Work(w.flops * share, w.bytes * share, w.dtype, w.tensor, "shapes")
+                if not _possible(w, k.time_s):
+                    log.debug("%s: %s's shapes give work no card does in %.3g s; work from the name instead",
+                              k.name[:60], o.get("name"), k.time_s)
+                    w = None
         if w is None:
             w = work_from_name(k.name, k.category, k.grid, k.block, k.time_s, peak_flops=NAME_PEAK_FLOPS)
         if w is None:

@@ -218,3 +218,18 @@ def test_importing_a_folder_says_so_not_truncated(tmp_path, capsys):
 
     _one_error_line(*run_cli(["trace", "import", str(tmp_path), "-o", str(tmp_path / "x.json")], capsys),
                     "is a directory; give the path of the trace file")
+
+
+def test_shapes_that_no_card_could_move_in_the_kernels_time_fall_back_to_the_name(tmp_path):
+    """An op whose formula does not describe its kernel (nll_loss priced as a reduction of all logits: 440 TB/s, one
+    kernel of the Gemma step priced at 767 W, above the 700 W limit) or damaged shapes: the kernel takes its work from
+    its name instead, as if no shapes had been recorded."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 0, "dur": 50, "pid": 0, "tid": 1,
+           "args": {"External id": 7, "Input Dims": [[10**6, 10**6], [10**6, 10**6]], "Input type": ["float", "float"]}},
+          {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, at::native::"
+           "MulFunctor<float> >(int)", "ts": 10, "dur": 20, "pid": 0, "tid": 7,
+           "args": {"correlation": 1, "External id": 7, "grid": [1024, 1, 1], "block": [128, 1, 1], "stream": 7}}]
+    p = tmp_path / "m.json.gz"
+    p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
+    (k,) = import_kineto(p).trace.kernels
+    assert k.work_source == "name" and k.bytes == pytest.approx(1024 * 128 * 4 * 2 * 4)
