@@ -233,3 +233,21 @@ def test_shapes_that_no_card_could_move_in_the_kernels_time_fall_back_to_the_nam
     p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
     (k,) = import_kineto(p).trace.kernels
     assert k.work_source == "name" and k.bytes == pytest.approx(1024 * 128 * 4 * 2 * 4)
+
+
+def test_analyze_says_when_the_trace_gives_module_boundaries_only_at_the_optimizer(tmp_path, capsys):
+    """The measured Gemma and T5 steps carry no module annotations (recorded without ``with_stack``): the runtime sees
+    two regions, the step and the optimizer, and the module-boundary rows (+0.00 % at every slack on Gemma after the
+    work fixes) said nothing of why."""
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    from kdvfs.analyze import coarse_boundaries_note
+
+    toy = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
+    code, out, err = run_cli(["analyze", str(toy), "--gpu", "h200", "--slack", "1", "-o", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert "runtime region(s)" in out and "with_stack=True" in out
+    assert "Module boundaries: the trace has 2 runtime region(s)" in (tmp_path / "a" / "report.md").read_text()
+    assert coarse_boundaries_note({"trace": {"runtime_regions": 50}}) is None
