@@ -251,3 +251,15 @@ def test_analyze_says_when_the_trace_gives_module_boundaries_only_at_the_optimiz
     assert "runtime region(s)" in out and "with_stack=True" in out
     assert "Module boundaries: the trace has 2 runtime region(s)" in (tmp_path / "a" / "report.md").read_text()
     assert coarse_boundaries_note({"trace": {"runtime_regions": 50}}) is None
+
+
+def test_simulate_checks_its_timeline_path_before_simulating(tmp_path, capsys):
+    """`--timeline` into a missing folder failed after the simulation with a generic "No such file or directory ...
+    check the paths and free memory/disk"."""
+    from conftest import run_cli
+
+    s = str(tmp_path / "ideal.json")
+    assert run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "rtx3080ti", "-o", s], capsys)[0] == 0
+    _one_error_line(*run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", s, "--timeline",
+                              str(tmp_path / "no" / "such" / "t.json")], capsys),
+                    "--timeline output folder", "does not exist")

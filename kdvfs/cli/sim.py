@@ -30,12 +30,16 @@ GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IV
 def cmd_simulate(a) -> int:
     import dataclasses
 
+    from kdvfs.fileio import check_output_path
     from kdvfs.gpus import get_gpu
     from kdvfs.identity import check_card
     from kdvfs.schedule import load_schedule
     from kdvfs.switching import SwitchCosts
     from simulator import ParallelConfig, SimConfig, simulate, write_timeline
 
+    for path, what in ((a.timeline, "--timeline output"), (a.scaling_png, "--scaling-png figure")):
+        if path:  # before the simulation, not after it
+            check_output_path(path, what)
     pb = problem(a)
     if not (a.gpu or pb.profile.gpu):
         raise InputError("the profile does not name its card: give --gpu NAME")
