@@ -194,6 +194,7 @@ _COPY_OPS = re.compile(r"aten::(copy_|_to_copy|to|clone|contiguous|cat|index|ind
                        r"fill_|zero_|zeros|ones|empty_like|transpose|permute|_reshape_alias|masked_fill)", re.I)
 _FOREACH = re.compile(r"_foreach_|_fused_adam", re.I)
 _NLL_OPS = re.compile(r"aten::nll_loss", re.I)
+_FLOAT_DTYPES = ("bf16", "fp16", "fp32", "fp64", "fp8")
 _FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|new_full)$", re.I)
 # ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
 _BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
@@ -333,7 +334,9 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return None
     n = max(sizes)
     read = sum(_distinct(s, _stride_of(strides, i)) * _operand_size(dts, i, dt) for i, s in enumerate(shapes) if s)
-    out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else _size(dt)
+    # the result takes the promoted dtype of the tensor operands: bf16 × fp32 (RoPE's q · cos) writes fp32
+    floats = [_size(d) for i, d in enumerate(dts) if d in _FLOAT_DTYPES and i < len(shapes) and shapes[i]]
+    out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else max(floats, default=_size(dt))
     return Work(float(n), float(read + n * out), dt, False, "shapes")
 
 

@@ -85,6 +85,9 @@ def test_elementwise_operands_at_their_own_dtype():
     assert neg.bytes == pytest.approx(n * (4 + 1))
     a = op_work("aten::all", [[16, 12, 512, 512], [], []], ["bool", "Scalar", "Scalar"])
     assert a.bytes == pytest.approx(n * 1 + 4)
+    # the result is written at the promoted dtype: RoPE's bf16 q times fp32 cos writes fp32
+    rope = op_work("aten::mul", [[8, 8, 1024, 256], [1, 1, 1024, 256]], ["c10::BFloat16", "float"])
+    assert rope.bytes == pytest.approx(8 * 8 * 1024 * 256 * (2 + 4) + 1024 * 256 * 4)
     # a broadcast operand (stride 0) is read once per distinct element
     wh = op_work("aten::where", [[16, 12, 512, 1], [], [16, 12, 512, 512], [16, 12, 512, 512]],
                  ["bool", "float", "float", "float"], strides=[[6144, 512, 1, 1], [], [0, 0, 512, 1], [3145728, 262144,
