@@ -266,3 +266,17 @@ def test_simulate_checks_its_timeline_path_before_simulating(tmp_path, capsys):
     _one_error_line(*run_cli(["simulate", "--trace", "gpt3xl-llmc-rtx3080ti", "--schedule", s, "--timeline",
                               str(tmp_path / "no" / "such" / "t.json")], capsys),
                     "--timeline output folder", "does not exist")
+
+
+def test_optimize_prints_no_minus_zero_time(tmp_path, capsys):
+    """`kdvfs optimize` at 0 % slack on the Gemma step printed "time -0.000 %" (read: faster than auto)."""
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    tr = str(tmp_path / "toy.json")
+    toy = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
+    assert run_cli(["trace", "import", str(toy), "-o", tr], capsys)[0] == 0
+    code, out, err = run_cli(["optimize", "--trace", tr, "--gpu", "h200"], capsys)
+    assert code == 0, err
+    assert "time -0.000 %" not in out and "time +0.000 %" in out, out
