@@ -280,3 +280,27 @@ def test_optimize_prints_no_minus_zero_time(tmp_path, capsys):
     code, out, err = run_cli(["optimize", "--trace", tr, "--gpu", "h200"], capsys)
     assert code == 0, err
     assert "time -0.000 %" not in out and "time +0.000 %" in out, out
+
+
+def test_trace_show_lists_the_work_of_the_heaviest_kernels(tmp_path, capsys):
+    """The FLOPs and bytes a kernel was priced with were only in the trace file's JSON: checking them (the nll_loss at
+    440 TB/s) meant reading it by hand. `trace show --kernels N` lists them with the rates they imply, and every
+    `trace show` says how much of the time has work from shapes, from names, or none."""
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    tr = str(tmp_path / "toy.json")
+    toy = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
+    assert run_cli(["trace", "import", str(toy), "-o", tr], capsys)[0] == 0
+    code, out, err = run_cli(["trace", "show", tr, "--kernels", "5", "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["kernels_by_time"]
+    assert len(rows) == 5 and rows[0]["time_share"] >= rows[-1]["time_share"]
+    r = next(x for x in rows if x["bytes"])
+    assert r["tbytes_per_s"] == pytest.approx(r["bytes"] / r["time_s"] / 1e12)
+    assert sum(doc["work_source_time_share"].values()) == pytest.approx(1.0)
+    code, out, _ = run_cli(["trace", "show", tr, "--kernels", "3"], capsys)
+    assert code == 0 and "TB/s" in out and "work from" in out
+    _one_error_line(*run_cli(["trace", "show", tr, "--kernels", "-1"], capsys), "--kernels -1 must be")
