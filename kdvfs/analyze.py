@@ -152,6 +152,17 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
     return doc, schedules
 
 
+def coarse_boundaries_note(doc: dict[str, Any]) -> str | None:
+    """A warning when the trace gives the runtime only the step and the optimizer to switch between (no module
+    annotations: the profiler ran without ``with_stack``), so the module-boundary rows can switch only there."""
+    n = doc["trace"].get("runtime_regions")
+    if n is None or n > 2:
+        return None
+    return (f"Module boundaries: the trace has {n} runtime region(s) (the step, the optimizer) and no module "
+            "annotations, so the module-boundary schedules can switch only there. Record with "
+            "`with_modules=True, with_stack=True` (README, step 1) to let them switch at every layer.")
+
+
 def _low_clock_share(pb: Problem, sched: Schedule, spec: GpuSpec) -> float:
     """Share of the iteration's auto time that ``sched`` runs below half the card's boost clock."""
     s = pb.instance_setting_index(sched)
@@ -211,6 +222,9 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
             parts.append(f"{len(runs)} run(s) of one kernel launched back to back ({sum(g['repeat'] for g in runs)} "
                          "launches)")
         lines.append("- Repeated structure: " + ", ".join(parts) + ".")
+    coarse = coarse_boundaries_note(doc)
+    if coarse:
+        lines.append(f"- {coarse}")
     lines += [f"- Profile: {'the kernel model of the card (no measurement)' if doc['profile'] == 'model' else 'given'}, "
               f"{doc['settings']} clock settings.",
               f"- Switch latency of {doc['gpu']}: {1e3 * sw['latency_s']:.3g} ms ({sw['source']}); mechanism for the "

@@ -41,7 +41,7 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _CHUNK = 1 << 22
 
-_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs")
+_SHAPE_ARGS = ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 
 # interval kinds
 OP, MODULE = 0, 1
@@ -301,6 +301,9 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                 threads.setdefault((ev.get("pid"), ev.get("tid")), []).append(
                     (ts, ts + float(ev.get("dur", 0)), OP, sys.intern(nm), None, None, False))
 
+    if Path(path).is_dir():
+        raise FormatError(f"PyTorch profiler trace file {str(path)!r} is a directory; give the path of the trace file "
+                          "(a .json or .json.gz the profiler exported)")
     try:
         with _open_text(path) as f:
             stream = _Stream(f)

@@ -20,6 +20,7 @@ and applied on one definition of work.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ __all__ = [
     "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "writes_constant", "index_ops", "kernel_work", "op_of_kernel", "NAME_PEAK_FLOPS",
 ]
+
+log = logging.getLogger(__name__)
 
 MATH_CLASSES = ("tensor16", "tf32", "fp8", "simt")
 """Where a kernel's arithmetic runs: 16-bit tensor cores, tf32 tensor cores, fp8 tensor cores, or the CUDA cores
@@ -224,11 +227,37 @@ _FOREACH_FUNCTOR = re.compile(r"Functor<[\w:]+,\s*(\d+),\s*(\d+),\s*(\d+)>")
 _BMHK = re.compile(r"aten::_(efficient_attention|flash_attention)_(forward|backward)", re.I)
 _NORM_OPS = re.compile(r"layer_norm|rms_norm|group_norm|batch_norm", re.I)
 _SOFTMAX_OPS = re.compile(r"softmax", re.I)
-_REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|nll_loss|"
+_REDUCE_OPS = re.compile(r"aten::(sum|mean|max|min|amax|amin|norm|linalg_vector_norm|var|std|all|any|"
                          r"cross_entropy|argmax|_foreach_norm)", re.I)
 _COPY_OPS = re.compile(r"aten::(copy_|_to_copy|to|clone|contiguous|cat|index|index_select|embedding|gather|scatter|"
                        r"fill_|zero_|zeros|ones|empty_like|transpose|permute|_reshape_alias|masked_fill)", re.I)
 _FOREACH = re.compile(r"_foreach_|_fused_adam", re.I)
+_NLL_OPS = re.compile(r"aten::nll_loss", re.I)
+_FLOAT_DTYPES = ("bf16", "fp16", "fp32", "fp64", "fp8")
+_FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|new_full)$", re.I)
+# ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
+_BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
+                           r"all|any)_?$", re.I)
+
+
+def _operand_size(dts: Sequence[str | None], i: int, default: str) -> int:
+    """Bytes per element of operand ``i`` (its recorded dtype, else ``default``'s)."""
+    d = dts[i] if i < len(dts) else None
+    return _size(d or default)
+
+
+def _stride_of(strides: object, i: int) -> list[int] | None:
+    if not isinstance(strides, list) or i >= len(strides) or not isinstance(strides[i], list):
+        return None
+    st = strides[i]
+    return [int(x) for x in st] if all(isinstance(x, int) for x in st) else None
+
+
+def _distinct(dims: Sequence[int], strides: Sequence[int] | None) -> int:
+    """Distinct elements of a tensor view: a dimension of stride 0 (broadcast by ``expand``) adds none."""
+    if strides is None or len(strides) != len(dims):
+        return _numel(dims)
+    return int(math.prod(int(d) for d, st in zip(dims, strides) if st != 0))
 _CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
@@ -244,7 +273,7 @@ _CAUSAL_ARG = {
 
 
 def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
-            autocast_dtype: str | None = None, concrete: object = None) -> Work | None:
+            autocast_dtype: str | None = None, concrete: object = None, strides: object = None) -> Work | None:
     """Work of one launch of ``op`` from the profiler's ``Input Dims`` and ``Input type`` lists, or ``None`` when the
     op or its shapes are not understood (the caller then falls back to the kernel's name).
 
@@ -256,6 +285,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         tf32: fp32 GEMMs use tf32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
         autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
         concrete: ``args["Concrete Inputs"]`` (scalar arguments as strings): gives attention's ``is_causal``.
+        strides: ``args["Input Strides"]``: an operand broadcast along a dimension (stride 0, an ``expand``) is read
+            once per distinct element, not once per element of its shape.
     """
     shapes = _shape_list(dims)
     tl = types if isinstance(types, list) else []
@@ -306,9 +337,16 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name)
+    if _NLL_OPS.search(full):
+        # nll_loss reads one element per target (the target's class), not the whole [N, C] input; the backward
+        # writes one element per target into a gradient a fill_ zeroed before
+        ti = 2 if "backward" in name else 1
+        n = _numel(shapes[ti]) if len(shapes) > ti and shapes[ti] else 0
+        return Work(float(n), float(n * (_size(dt) + _operand_size(dts, ti, "int64"))), dt, False, "shapes") if n else None
     if _REDUCE_OPS.search(full):
-        return reduction_work(_numel(shapes[0]), 1, dt,
-                              flops_per_element=MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0)
+        n = _numel(shapes[0])  # the input read at its own dtype (a bool mask is one byte), one result written
+        fpe = MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0
+        return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + _size(dt)), dt, False, "shapes")
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
@@ -316,15 +354,30 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
             and dims[0] and all(isinstance(x, list) for x in dims[0]):
         n = sum(_numel(x) for x in dims[0])  # a tensor list: every input read once, the result written once
         return copy_work(n, dt) if n else None
+    if _FILL_OPS.search(full):  # writes its output, reads nothing (the zoo's fill is priced so too)
+        n = _numel(shapes[0])
+        return Work(0.0, float(n * _operand_size(dts, 0, dt)), dt, False, "shapes") if n else None
+    if full == "aten::gather" and len(shapes) > 2 and shapes[2]:
+        # gather(self, dim, index): one element of self read and one written per index element (not all of self);
+        # the index itself read once per distinct element (an embedding's index is expanded along the hidden size)
+        n = _numel(shapes[2])
+        idx = _distinct(shapes[2], _stride_of(strides, 2)) * _operand_size(dts, 2, "int64")
+        return Work(0.0, float(n * 2 * _size(dt) + idx), dt, False, "shapes")
     if _COPY_OPS.search(full):
         n = max((_numel(s) for s in shapes), default=0)
         return copy_work(n, dt) if n else None
     # anything else that takes tensors: an elementwise op over its largest operand, reading each tensor input once
+    # (each at its own dtype: a dropout mask or a where's condition is bool; a broadcast operand once per distinct
+    # element) and writing the result (bool for a predicate such as isneginf or eq)
     sizes = [_numel(s) for s in shapes if s]
     if not sizes:
         return None
     n = max(sizes)
-    return Work(float(n), float((sum(sizes) + n) * _size(dt)), dt, False, "shapes")
+    read = sum(_distinct(s, _stride_of(strides, i)) * _operand_size(dts, i, dt) for i, s in enumerate(shapes) if s)
+    # the result takes the promoted dtype of the tensor operands: bf16 × fp32 (RoPE's q · cos) writes fp32
+    floats = [_size(d) for i, d in enumerate(dts) if d in _FLOAT_DTYPES and i < len(shapes) and shapes[i]]
+    out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else max(floats, default=_size(dt))
+    return Work(float(n), float(read + n * out), dt, False, "shapes")
 
 
 def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
@@ -407,7 +460,11 @@ def _conv_from(shapes: list[list[int]], dt: str, tf32: bool, op: str = "", concr
 
 # ---------------------------------------------------------------------- from the kernel's name and grid
 _TILE = re.compile(r"(\d{2,3})x(\d{2,3})(?:x(\d{2,3}))?")
-_VEC = re.compile(r"elementwise_kernel<(\d+)|vectorized_elementwise_kernel<(\d+)")
+# elements per thread: vectorized_elementwise_kernel<vec_size, ...>, but elementwise_kernel<nt, vt, ...> (threads per
+# block, then items per thread: ATen's CUDALoops.cuh); reading nt there priced elementwise_kernel<128, 2> at 64×
+_VEC = re.compile(r"vectorized_elementwise_kernel<(\d+)|(?<!vectorized_)elementwise_kernel<\d+,\s*(\d+)")
+# multi_tensor_apply's functor: <scalar_t, depth, r_args_depth, res_arg_index>: the lists it reads (an out-of-place
+# op such as _foreach_sqrt has depth 2 but reads one list and writes the other)
 _NAME_DTYPE = (("bf16", re.compile(r"bf16|bfloat16|BFloat16", re.I)), ("fp16", re.compile(r"f16|half|fp16", re.I)),
                ("tf32", re.compile(r"tf32", re.I)), ("fp32", re.compile(r"f32|float|sgemm", re.I)))
 
@@ -469,6 +526,19 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
 NAME_PEAK_FLOPS = {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12, "fp8": 1978.9e12}
 
 
+MAX_BYTES_PER_S = 25e12
+"""More than any card moves through memory (HBM3e: 4.8–8 TB/s; Hopper's L2 ~12 TB/s): shape-derived work beyond it,
+or beyond twice the highest ``NAME_PEAK_FLOPS`` (an fp32 op may run on tf32 tensor cores unbeknown to the importer),
+means the op's formula does not describe that kernel (before they were fixed, nll_loss was priced at 440 TB/s and an
+embedding's gather at 114 TB/s on the Gemma step)."""
+
+
+def _possible(w: Work, time_s: float) -> bool:
+    if not time_s > 0:
+        return True
+    return w.bytes / time_s <= MAX_BYTES_PER_S and w.flops / time_s <= 2 * max(NAME_PEAK_FLOPS.values())
+
+
 def index_ops(events: Sequence[Mapping]) -> dict:
     """CPU op events by their ``External id`` (the id a kernel launched inside the op carries), innermost op last.
     Only ops with recorded shapes (``Input Dims``) are kept."""
@@ -516,10 +586,14 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             a = o.get("args") or {}
             w = op_work(str(o.get("name", "")), a.get("Input Dims"), a.get("Input type"),
                         backward=bool(backward[i]) if backward is not None else False, tf32=tf32,
-                        concrete=a.get("Concrete Inputs"))
+                        concrete=a.get("Concrete Inputs"), strides=a.get("Input Strides"))
             if w is not None:
                 share = k.time_s / dur_of_op[id(o)] if dur_of_op.get(id(o)) else 1.0
                 w = Work(w.flops * share, w.bytes * share, w.dtype, w.tensor, "shapes")
+                if not _possible(w, k.time_s):
+                    log.debug("%s: %s's shapes give work no card does in %.3g s; work from the name instead",
+                              k.name[:60], o.get("name"), k.time_s)
+                    w = None
         if w is None:
             w = work_from_name(k.name, k.category, k.grid, k.block, k.time_s, peak_flops=NAME_PEAK_FLOPS)
         if w is None:

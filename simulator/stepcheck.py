@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,8 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it)."""
     d = Path(steps_dir)
     path = d / "steps.json"
+    if d.is_file():  # the steps.json itself (its folder holds the traces)
+        d, path = d.parent, d
     if not path.exists():
         raise InputError(f"{str(path)!r} does not exist; give the folder the step measurement wrote (steps.json and "
                          "the Kineto traces)")
@@ -164,6 +167,11 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     lim = lim or limiter_for(spec)
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
+    measured_on = doc.get("gpu") if isinstance(doc, dict) else None
+    if isinstance(measured_on, str) and measured_on and spec.name not in re.sub(r"[\s_-]", "", measured_on.lower()):
+        # a measurement of another card judged by this card's model says nothing about either
+        raise InputError(f"{str(path)!r} was measured on {measured_on!r}, not on {spec.name} ({spec.full_name}); "
+                         f"give the --gpu it was measured on, or steps measured on {spec.name}")
     steps = _checked_steps(doc, path)
     imported = {} if _imported is None else _imported
     rows = []

@@ -63,7 +63,7 @@ def cmd_optimize(a) -> int:
     # a schedule not planned with a switch model is priced as if switching were free: say so wherever it is printed
     basis = "with switch costs" if a.switch_aware else "ideal (free switching)"
     out(a).print(f"{s.granularity}-level {s.scope} {s.objective} (slack {s.slack_pct:+g} %) by {s.solver}: "
-                  f"time {p.time_change_pct:+.3f} %, energy {p.energy_change_pct:+.3f} % vs auto, "
+                  f"time {signed_pct(p.time_change_pct, 3)} %, energy {signed_pct(p.energy_change_pct, 3)} % vs auto, "
                   f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
     card = a.gpu or pb.profile.gpu
     if lim is None and a.limiter == "off" and card:

@@ -35,6 +35,14 @@ def cmd_trace_show(a) -> int:
         return 0
     t = load_trace(a.trace)
     s = t.summary()
+    from kdvfs.worktable import kernel_work_rows, work_source_time_share
+
+    if not 0 <= a.kernels <= 100000:
+        raise InputError(f"--kernels {a.kernels} must be a number of kernels from 0 to 100000; give e.g. --kernels 20")
+    s["work_source_time_share"] = work_source_time_share(t)
+    rows = kernel_work_rows(t, a.kernels) if a.kernels else []
+    if a.kernels:
+        s["kernels_by_time"] = rows
     if a.json:
         print_json(s)
         return 0
@@ -47,6 +55,19 @@ def cmd_trace_show(a) -> int:
                   [[g["name"], g["pass"], g["repeat"], g["kernels"], g["time_s"]] for g in s["segments"]]))
     c.print(table("time share by category", ["category", "share"],
                   [[k, f"{100 * v:.1f} %"] for k, v in s["category_time_share"].items()]))
+    c.print(table("time share by where the work (FLOPs, bytes) came from", ["source", "share"],
+                  [[k, f"{100 * v:.1f} %"] for k, v in s["work_source_time_share"].items()]))
+    if rows:
+        def rate(v):
+            return "" if v is None else f"{v:.3g}"
+
+        c.print(table(f"the {len(rows)} kernels with the most time, their work and the rates it implies (compare with "
+                      "the card's bandwidth and peak)",
+                      ["kernel", "op", "× iter", "time (µs)", "share", "GFLOP", "MB", "TB/s", "TFLOP/s", "work from"],
+                      [[r["key"], r["op"] or "", r["repeat"], f"{1e6 * r['time_s']:.4g}", f"{100 * r['time_share']:.1f} %",
+                        "" if r["flops"] is None else f"{r['flops'] / 1e9:.4g}",
+                        "" if r["bytes"] is None else f"{r['bytes'] / 1e6:.4g}", rate(r["tbytes_per_s"]),
+                        rate(r["tflops_per_s"]), r["work_source"] or ""] for r in rows]))
     e = f", {s['total_energy_j']:.1f} J" if s["total_energy_j"] else ""
     per_layer = f" ({s['kernels_per_layer']} per repeated block)" if s["kernels_per_layer"] else ""
     c.print(f"{s['kernels']} kernels{per_layer}, {s['instances']} instances, {s['total_time_s']:.4g} s per iteration{e}")
@@ -121,6 +142,8 @@ def register(sub, j) -> None:
     sp = j(tr.add_parser("show", help="summary of a trace file or bundled name"))
     sp.add_argument("trace", nargs="?")
     sp.add_argument("--list", action="store_true", help="list bundled traces")
+    sp.add_argument("--kernels", type=int, default=0, metavar="N",
+                    help="also list the N kernels with the most time: FLOPs, bytes and the TB/s and TFLOP/s they imply")
     sp.set_defaults(fn=cmd_trace_show)
     sp = j(tr.add_parser("import", help="import a PyTorch profiler trace (.json/.json.gz) or the study's CSV"))
     sp.add_argument("file", nargs="+", help="one file, or one Kineto file per rank of a distributed step")

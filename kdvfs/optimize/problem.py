@@ -85,7 +85,7 @@ class Problem:
         b = self.auto_time_s * (1 + slack_pct / 100.0)
         fastest = self.fastest_time_s
         if b < fastest * (1 - 1e-12):
-            lo = 100 * (fastest / self.auto_time_s - 1)
+            lo = round(100 * (fastest / self.auto_time_s - 1), 3) + 0.0  # + 0.0: "≥ 0.000", not "≥ -0.000"
             raise InfeasibleError(
                 f"slack {slack_pct:+.3f} % asks for {b:.6g} s, below the fastest possible {fastest:.6g} s "
                 f"({lo:+.3f} % vs auto) over this profile's settings; use --slack ≥ {lo:.3f}"
