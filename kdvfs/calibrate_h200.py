@@ -2,8 +2,8 @@
 
 Fitted: core dynamic power at the boost clock, the voltage curve (``v_min`` and the knee; ``v_max`` = 1
 at the top clock), memory-traffic power, the power the limiter holds (``cap_w``) and the coefficients of core
-activity from work (``base``, ``tf32``, ``simt``, ``mem``; ``tensor16`` = 1 sets the scale). Peak rates per dtype are
-the datasheet's (not fitted).
+activity from work (``base``, ``tf32``, ``simt``, ``mem``, ``ew``, ``l2_mb``, ``att``; ``tensor16`` = 1 sets the
+scale). Peak rates per dtype are the datasheet's (not fitted).
 
 Data: each zoo kernel alone at the card's own clocks — its measured time per invocation, the SM clock the driver
 chose (NVML median over ≥ 5 s), the average power (energy counter / window), its FLOPs and bytes. Each kernel's
@@ -45,11 +45,12 @@ PEAK_TFLOPS_DTYPE = {"tensor16": 989.4, "fp8": 1978.9, "tf32": 494.7, "simt": 66
 # kernels costs what it does; the zoo has no idle kernel to fit it on
 CARD_FIELDS = ("core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
 # ew: SIMT FLOPs of kernels other than GEMMs/attention; l2_mb: the working set (MB) at which half of a kernel's bytes
-# reach device memory (kdvfs.model.dram_fraction)
-ACTIVITY_FIELDS = ("base", "tf32", "simt", "mem", "ew", "l2_mb")
-_X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2, 2.0, 50.0)
-_LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0, 0.0, 5.0)
-_HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0)
+# reach device memory (kdvfs.model.dram_fraction); att: fused attention's activity per tensor FLOP over a GEMM's
+# (its in-kernel softmax; kdvfs.model.activity_from_work)
+ACTIVITY_FIELDS = ("base", "tf32", "simt", "mem", "ew", "l2_mb", "att")
+_X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2, 2.0, 50.0, 1.0)
+_LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0, 0.0, 5.0, 0.5)
+_HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0, 2.0)
 _CAP = CARD_FIELDS.index("cap_w")
 CLOCK_TOL, POWER_TOL = 0.05, 0.03
 LAUNCH_BOUND_BUSY = 0.7
@@ -280,7 +281,7 @@ def fit_h200(rows: list[dict], gap_w: float | None = None) -> np.ndarray:
     cap = float(np.clip(cap, lo[_CAP], hi[_CAP]))
     keep = [i for i in range(len(_X0)) if i != _CAP]
     best = None
-    for x0 in (np.array(_X0), np.array([500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3, 4.0, 40.0])):
+    for x0 in (np.array(_X0), np.array([500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3, 4.0, 40.0, 1.1])):
         r1 = least_squares(_stage1, np.clip(x0[keep], lo[keep], hi[keep]), args=(rows, cap, gap_w),
                            bounds=(lo[keep], hi[keep]), x_scale=hi[keep] - lo[keep], max_nfev=300, loss="soft_l1")
         x1 = np.concatenate([r1.x[:_CAP], [cap], r1.x[_CAP:]])

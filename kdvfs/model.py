@@ -296,7 +296,11 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     [0, 1.2]; core activity is ``base + c_math · util_core + c_mem · util_mem``, coefficients from
     ``spec.work_activity`` (fp8 uses tensor16's). Where ``work_activity`` has ``ew``, SIMT FLOPs of kernels that are
     not GEMMs or attention (given ``categories``) take that coefficient instead of ``simt``: an elementwise op's
-    nominal FLOPs come with many more instructions each (loads, conversions, indexing) than a GEMM's. The memory
+    nominal FLOPs come with many more instructions each (loads, conversions, indexing) than a GEMM's. Where it has
+    ``att``, the math coefficient of fused attention kernels (category ``attention``) is multiplied by it: beside its
+    matrix products on the tensor cores a flash-attention kernel computes the softmax of every score (maximum,
+    exponential, sum, rescaling) on the SIMT and special-function units, so it draws more per tensor FLOP than a GEMM
+    (the zoo's attention bursts at 1980 MHz: 9–16 % above a GEMM's activity at their FLOP rate). The memory
     utilisation returned (memory-traffic power) counts only the bytes that reach device memory
     (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
@@ -311,6 +315,8 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     if "ew" in co and categories is not None:
         keys = ["ew" if k == "simt" and c not in ("gemm", "attention") else k for k, c in zip(keys, categories)]
     cls = np.array([co.get(k, 1.0) for k in keys])
+    if "att" in co and categories is not None:
+        cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
     uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
     if constant_write is not None:

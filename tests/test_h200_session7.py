@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from conftest import run_cli
 
 from hw_backend.zoo import full_zoo, top_clock_zoo
@@ -77,3 +78,22 @@ def test_check_cli_writes_only_where_asked(capsys, tmp_path):
     code, _, err = run_cli(["calibrate-h200", "--check", str(CHAR / "characterization5.json.gz"), "--data",
                             str(CHAR / "characterization5.json.gz")], capsys)
     assert code == 2 and "kdvfs-h200-fit/1" in err
+
+
+def test_attention_coefficient_acts_on_attention_only():
+    from dataclasses import replace
+
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import activity_from_work
+
+    spec = get_gpu("h200")
+    co = dict(spec.work_activity)
+    args = ([1e12, 1e12], [1e8, 1e8], ["tensor16", "tensor16"], [2e-3, 2e-3], [1980, 1980])
+    plain = replace(spec, work_activity=tuple((k, v) for k, v in co.items() if k != "att"))
+    more = replace(spec, work_activity=tuple({**co, "att": 1.3}.items()))
+    u0, _ = activity_from_work(plain, *args, categories=["gemm", "attention"])
+    u1, _ = activity_from_work(more, *args, categories=["gemm", "attention"])
+    assert u0[0] == u0[1] and u1[0] == u0[0]  # a GEMM keeps its activity
+    assert u1[1] > u0[1]  # an attention kernel of the same work draws more
+    u2, _ = activity_from_work(more, *args)  # without categories: as before
+    assert np.allclose(u2, u0)

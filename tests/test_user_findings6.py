@@ -139,7 +139,7 @@ def test_calibrate_h200_refuses_unreadable_or_foreign_files(tmp_path, capsys):
 
 
 def test_calibrate_h200_refuses_too_few_kernels_and_warns_without_duty_entries(tmp_path, capsys, caplog):
-    _one_error_line(*_calibrate(tmp_path, capsys, CHAR4), "9 measured kernel(s)", "fewer than the 11 constants")
+    _one_error_line(*_calibrate(tmp_path, capsys, CHAR4), "9 measured kernel(s)", "fewer than the 12 constants")
     code, _, err = _calibrate(tmp_path, capsys, ROOT / "validation/h200/characterization/characterization3.json.gz")
     assert code == 0 and "Traceback" not in err
     assert any("no duty entry" in r.getMessage() for r in caplog.records)
