@@ -190,3 +190,34 @@ def test_unique_pairs_is_numpy_unique_over_rows():
         assert np.array_equal(inv, ref_inv.ravel())
     pairs, inv = unique_pairs([], [])
     assert pairs == [] and len(inv) == 0
+
+
+def _old_lower_hull(t, e):
+    """``lower_hull`` as it stood before it read the front's values as Python floats (b493a4d)."""
+    from kdvfs.optimize.knapsack import pareto_front
+
+    pf = pareto_front(t, e)
+    hull: list[int] = []
+    for i in pf:
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (e[b] - e[a]) * (t[i] - t[a]) >= (e[i] - e[a]) * (t[b] - t[a]):
+                hull.pop()
+            else:
+                break
+        hull.append(int(i))
+    return np.array(hull, dtype=np.int64)
+
+
+def test_lower_hull_is_the_loop_it_replaced(spaan_problem):
+    rng = np.random.default_rng(0)
+    rows = [(spaan_problem.T[k], spaan_problem.E[k]) for k in range(spaan_problem.T.shape[0])]
+    for _ in range(400):
+        n = int(rng.integers(1, 30))
+        t, e = rng.random(n), rng.random(n)
+        if rng.random() < 0.4:  # ties in time, energy or both
+            t, e = np.round(t, 1), np.round(e, 1)
+        rows.append((t, e))
+    for t, e in rows:
+        new, old = lower_hull(t, e), _old_lower_hull(t, e)
+        assert new.dtype == old.dtype and np.array_equal(new, old)

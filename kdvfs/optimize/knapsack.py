@@ -63,17 +63,19 @@ def pareto_front(t: np.ndarray, e: np.ndarray) -> np.ndarray:
 def lower_hull(t: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Indices of the lower-left convex hull of the Pareto front, sorted by time (energy falling)."""
     pf = pareto_front(t, e)
-    hull: list[int] = []
-    for i in pf:
+    # the front's values as Python floats: the same IEEE products and differences as numpy's scalars, ~5× cheaper
+    idx, tf, ef = pf.tolist(), t[pf].tolist(), e[pf].tolist()
+    hull: list[int] = []  # positions on the front
+    for i in range(len(idx)):
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b is above the segment a→i: drop it
-            if (e[b] - e[a]) * (t[i] - t[a]) >= (e[i] - e[a]) * (t[b] - t[a]):
+            if (ef[b] - ef[a]) * (tf[i] - tf[a]) >= (ef[i] - ef[a]) * (tf[b] - tf[a]):
                 hull.pop()
             else:
                 break
-        hull.append(int(i))
-    return np.array(hull, dtype=np.int64)
+        hull.append(i)
+    return np.array([idx[j] for j in hull], dtype=np.int64)
 
 
 class _Hulls(tuple):
