@@ -155,6 +155,14 @@ def test_allocation_expansion_is_the_loop_it_replaced(spaan_problem):
         counts.append({int(s): int(c) for s, c in zip(st, parts) if c})
     alloc = Allocation(tuple(counts), "test")
     assert np.array_equal(pb.allocation_setting_index(alloc), _old_to_schedule_index(pb, alloc))
+    # one setting per kernel (the lookup), also where a count exceeds the kernel's instances
+    one = Allocation(tuple({int(rng.integers(len(pb.profile.settings))): n + (k % 2)}
+                           for k, n in enumerate(pb.r.tolist())), "test")
+    new = pb.allocation_setting_index(one)
+    assert new.dtype == np.int64 and np.array_equal(new, _old_to_schedule_index(pb, one))
+    short = Allocation(tuple({0: n - (k == 5)} for k, n in enumerate(pb.r.tolist())), "test")
+    with pytest.raises(ValueError, match="fewer instances"):
+        pb.allocation_setting_index(short)
 
 
 def test_kernel_hulls_are_lower_hull_per_row_and_shared(spaan_problem):
