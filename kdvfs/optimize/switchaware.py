@@ -98,10 +98,13 @@ def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
 
 
 def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
-    votes: dict[int, float] = {pb.auto: np.inf}
+    auto = pb.auto
+    votes: dict[int, float] = {auto: np.inf}
+    weight = (pb.r * pb.E[:, auto]).tolist()  # each kernel's energy at auto (the products numpy's scalars gave)
     for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
-        for s in hull:
-            votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
+        w = weight[k]
+        for s in hull.tolist():
+            votes[s] = votes.get(s, 0.0) + w
     order = sorted(votes, key=lambda s: -votes[s])
     out = np.array(order[:limit], dtype=np.int64)
     out.setflags(write=False)
