@@ -96,3 +96,17 @@ def test_skipping_tries_leaves_the_plan(spaan_problem, mechanism, sw, slack, mon
     every = switch_aware(Problem(spaan_problem.trace, spaan_problem.profile), sw, mechanism, slack, costs)
     assert _bytes(with_floor) == _bytes(every)
     assert len(solved) - n_floor > n_floor  # most tries skipped
+
+
+def test_pass_level_without_costs_prices_stalls_at_the_cards_idle_power(spaan_problem, monkeypatch):
+    """``coarse_switch_aware`` without costs prices its tries with the card's costs (as ``switch_aware`` does), not the
+    80 W default of a hand-made ``SwitchCosts()``."""
+    from kdvfs.optimize import coarse_switch_aware
+
+    seen = []
+    real = sa._evaluate_sidx
+    monkeypatch.setattr(sa, "_evaluate_sidx", lambda pb, sidx, sw, m, costs: seen.append(costs) or real(pb, sidx, sw, m,
+                                                                                                        costs))
+    coarse_switch_aware(Problem(spaan_problem.trace, spaan_problem.profile), "pass", HOPPER, "sync", 1.0)
+    card = SwitchCosts.for_gpu(get_gpu("rtx3080ti"))
+    assert seen and all(c == card for c in seen) and card.idle_power_w != SwitchCosts().idle_power_w

@@ -58,7 +58,7 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     static optimum (one setting, no switch) always qualifies, so the bound is kept on every trace.
     """
     check_mechanism(mechanism)
-    costs = costs or SwitchCosts()
+    costs = costs or _card_costs(pb)  # stalls draw the card's idle power, as in ``switch_aware``
     budget = pb.budget(slack_pct)
     lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
     best: tuple[float, float, str, float] | None = None
