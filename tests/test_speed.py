@@ -229,3 +229,61 @@ def test_lower_hull_is_the_loop_it_replaced(spaan_problem):
     for t, e in rows:
         new, old = lower_hull(t, e), _old_lower_hull(t, e)
         assert new.dtype == old.dtype and np.array_equal(new, old)
+
+
+def _old_solve_fast_walk(T, E, r, budget):
+    """``knapsack._solve_fast`` as it stood before its walk read Python floats (b493a4d), ``_improve`` left out."""
+    from kdvfs.optimize.knapsack import _Hulls
+
+    K = T.shape[0]
+    hulls = kernel_hulls(T, E)
+    pos = [0] * K
+    t_tot = float(sum(r[k] * T[k, hulls[k][0]] for k in range(K)))
+    segs = hulls.sorted_segments(T, E) if isinstance(hulls, _Hulls) else _Hulls(hulls).sorted_segments(T, E)
+    counts = [dict({int(hulls[k][0]): int(r[k])}) for k in range(K)]
+    lam = 0.0
+    stopped = [False] * K
+    for rate, k, j in segs:
+        if pos[k] != j or stopped[k]:
+            continue
+        a, b = int(hulls[k][j]), int(hulls[k][j + 1])
+        dt = T[k, b] - T[k, a]
+        room = budget - t_tot
+        n_all = int(r[k])
+        if n_all * dt <= room + 1e-15:
+            counts[k] = {b: n_all}
+            t_tot += n_all * dt
+            pos[k] = j + 1
+            continue
+        n = int(np.floor(room / dt + 1e-12)) if dt > 0 else n_all
+        if n > 0:
+            counts[k] = {a: n_all - n, b: n}
+            t_tot += n * dt
+        if lam == 0.0:
+            lam = rate
+        stopped[k] = True
+    if lam > 0:
+        bound = float(sum(r[k] * np.min(E[k] + lam * T[k]) for k in range(K)) - lam * budget)
+    else:
+        bound = float(sum(r[k] * np.min(E[k]) for k in range(K)))
+    return Allocation(tuple(counts), "fast (Lagrangian hull + repair)", bound)
+
+
+def test_fast_solver_walk_is_the_loop_it_replaced(spaan_problem, monkeypatch):
+    import kdvfs.optimize.knapsack as ks
+
+    monkeypatch.setattr(ks, "_improve", lambda T, E, r, budget, alloc: alloc)  # the walk alone
+    pb = spaan_problem
+    lo = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
+    cases = [(pb.T, pb.E, pb.r, pb.budget(s)) for s in np.concatenate([np.linspace(lo + 1e-6, 0, 6), [0.5, 2, 10, 40]])]
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        K, S = int(rng.integers(1, 12)), int(rng.integers(1, 15))
+        T, E, r = rng.random((K, S)) + 0.1, rng.random((K, S)), rng.integers(1, 30, K)
+        if rng.random() < 0.3:  # ties
+            T, E = np.round(T, 1), np.round(E, 1)
+        cases.append((T, E, r, float(r @ T.min(axis=1)) * (1 + rng.random() * 0.5)))
+    for T, E, r, b in cases:
+        new, old = ks._solve_fast(T, E, r, b), _old_solve_fast_walk(T, E, r, b)
+        assert [list(c.items()) for c in new.counts] == [list(c.items()) for c in old.counts]
+        assert new.bound_energy_j == old.bound_energy_j and new.solver == old.solver
