@@ -287,3 +287,25 @@ def test_fast_solver_walk_is_the_loop_it_replaced(spaan_problem, monkeypatch):
         new, old = ks._solve_fast(T, E, r, b), _old_solve_fast_walk(T, E, r, b)
         assert [list(c.items()) for c in new.counts] == [list(c.items()) for c in old.counts]
         assert new.bound_energy_j == old.bound_energy_j and new.solver == old.solver
+
+
+def _old_candidate_settings(pb, limit):
+    """``switchaware._candidate_settings`` as it stood before it summed Python floats (b493a4d)."""
+    votes = {pb.auto: np.inf}
+    for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
+        for s in hull:
+            votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
+    order = sorted(votes, key=lambda s: -votes[s])
+    return np.array(order[:limit], dtype=np.int64)
+
+
+@pytest.mark.parametrize("name", ["gpt3xl-llmc-rtx3080ti", "gpt3xl-torch-h200-bf16", "gpt3xl-torch-h200-fp32"])
+def test_candidate_settings_are_the_votes_they_replaced(name):
+    from kdvfs.bundled import load_trace_by_name, resolve_profile_path
+    from kdvfs.optimize import Problem
+    from kdvfs.optimize.switchaware import _candidate_settings
+    from kdvfs.profile import load_profile
+
+    pb = Problem(load_trace_by_name(name), load_profile(resolve_profile_path(name)))
+    for limit in (24, 48, 10_000):
+        assert np.array_equal(_candidate_settings(pb, limit), _old_candidate_settings(pb, limit))
