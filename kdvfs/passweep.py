@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kdvfs.errors import InputError
+from kdvfs.errors import FormatError, InputError
 from kdvfs.gpus import AUTO, GpuSpec
+from kdvfs.profile import parse_clock
 
 __all__ = ["PASSES", "SETTINGS_CHOICES", "STUDY_CORES", "STUDY_MEMS", "PassSweep", "main_region", "pass_errors",
            "pass_index", "pass_rows", "predict_passes", "read_pass_sweep", "restrict_settings", "study_settings"]
@@ -53,16 +54,11 @@ class PassSweep:
 
 
 def _parse_clock(v: str, what: str, where: str) -> int:
-    s = (v or "").strip().lower()
-    if s == "auto":
-        return AUTO
+    """``profile.parse_clock`` (one rule for a clock in any file), its message placed at the row."""
     try:
-        f = float(s)
-    except ValueError:
-        raise InputError(f"{where}: {what} {v!r} is not a number of MHz or 'auto'; fix that cell") from None
-    if not math.isfinite(f) or f != int(f) or f <= 0:
-        raise InputError(f"{where}: {what} {v!r} must be a positive whole number of MHz or 'auto'; fix that cell")
-    return int(f)
+        return parse_clock(v, what)
+    except FormatError as e:
+        raise InputError(f"{where}: {e}; fix that cell") from None
 
 
 def read_pass_sweep(path: str | Path, spec: GpuSpec | None = None) -> PassSweep:

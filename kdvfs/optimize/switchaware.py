@@ -19,6 +19,7 @@ from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.modes import Mechanism
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import kernel_hulls
+from kdvfs.optimize.passbound import pass_member_floor
 from kdvfs.optimize.problem import Problem
 from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.schedule import Schedule
@@ -57,7 +58,7 @@ def coarse_switch_aware(pb: Problem, granularity: str, sw: SwitchModel, mechanis
     static optimum (one setting, no switch) always qualifies, so the bound is kept on every trace.
     """
     check_mechanism(mechanism)
-    costs = costs or SwitchCosts()
+    costs = costs or _card_costs(pb)  # stalls draw the card's idle power, as in ``switch_aware``
     budget = pb.budget(slack_pct)
     lo_slack = 100 * (pb.fastest_time_s / pb.auto_time_s - 1)
     best: tuple[float, float, str, float] | None = None
@@ -97,10 +98,13 @@ def candidate_settings(pb: Problem, limit: int = 48) -> np.ndarray:
 
 
 def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
-    votes: dict[int, float] = {pb.auto: np.inf}
+    auto = pb.auto
+    votes: dict[int, float] = {auto: np.inf}
+    weight = (pb.r * pb.E[:, auto]).tolist()  # each kernel's energy at auto (the products numpy's scalars gave)
     for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
-        for s in hull:
-            votes[int(s)] = votes.get(int(s), 0.0) + pb.r[k] * pb.E[k, pb.auto]
+        w = weight[k]
+        for s in hull.tolist():
+            votes[s] = votes.get(s, 0.0) + w
     order = sorted(votes, key=lambda s: -votes[s])
     out = np.array(order[:limit], dtype=np.int64)
     out.setflags(write=False)
@@ -454,11 +458,16 @@ class _Search:
         self.lo, self.lam = 0.0, 0.0
         self.cand = np.zeros(0, dtype=np.int64)
         self.frac_all: np.ndarray | None = None
+        self.deferred: list[tuple[float, str]] = []  # pass-level tries (slack, label), resolved by ``finish``
+        self.deferred_at = 0  # … whose place in the order of tries (ties break by it) is here
+
+    def evaluated(self, sidx: np.ndarray, solver: str) -> tuple[float, float, np.ndarray, str, dict]:
+        ev = _evaluate_sidx(self.pb, sidx, self.sw, self.mechanism, self.costs)
+        return ev["time_s"], ev["energy_j"], sidx, solver, ev
 
     def consider(self, sidx: np.ndarray, solver: str) -> float:
-        ev = _evaluate_sidx(self.pb, sidx, self.sw, self.mechanism, self.costs)
-        self.results.append((ev["time_s"], ev["energy_j"], sidx, solver, ev))
-        return ev["time_s"]
+        self.results.append(self.evaluated(sidx, solver))
+        return self.results[-1][0]
 
     def start(self) -> None:
         pb, slack_pct = self.pb, self.slack_pct
@@ -473,13 +482,16 @@ class _Search:
                 self.consider(_waste_setting_index(pb, slack_pct - d, "kernel"),
                               f"switch-aware (naive schedule at {slack_pct - d:+g} %)")
         for gran in ("static", "pass"):  # coarse schedules switch rarely: they bound what grouping must beat
-            self.consider(_waste_setting_index(pb, slack_pct, gran), f"switch-aware ({gran} schedule)")
             # … also planned with less slack, leaving room for their switches: the same tries as the pass-level
             # policy (``coarse_switch_aware``), so switch-aware is never worse than it under the same switch model
-            for d in _COARSE_SLACK_STEPS:
-                if d > 0 and slack_pct - d >= lo_slack:
-                    self.consider(_waste_setting_index(pb, slack_pct - d, gran),
-                                  f"switch-aware ({gran} schedule at {slack_pct - d:+g} %)")
+            tries = [(slack_pct, f"switch-aware ({gran} schedule)")] + [
+                (slack_pct - d, f"switch-aware ({gran} schedule at {slack_pct - d:+g} %)")
+                for d in _COARSE_SLACK_STEPS if d > 0 and slack_pct - d >= lo_slack]
+            if gran == "pass":  # each an exact MILP: tried at the end, only where it can still win (``finish``)
+                self.deferred, self.deferred_at = tries, len(self.results)
+                continue
+            for sl, label in tries:
+                self.consider(_waste_setting_index(pb, sl, gran), label)
         self.lo, self.hi = 0.0, None
         self.lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
         self.cand = candidate_settings(pb)
@@ -508,8 +520,29 @@ class _Search:
         if hi is not None and lo > 0 and (hi - lo) / hi < 1e-3:
             self.left = 0
 
+    def pass_tries(self) -> list[tuple[float, float, np.ndarray, str, dict]]:
+        """The pass-level tries that can still win, evaluated. A try is skipped where a proven floor under its energy,
+        switches paid for (``passbound``), is above the least energy of a feasible schedule already found: it could
+        never be chosen, so the plan is the one all tries give (and its MILP is never solved)."""
+        pb, budget = self.pb, self.budget
+        feasible = [x[1] for x in self.results if x[0] <= budget * (1 + 1e-12)]
+        best = min(feasible) if feasible else None
+        stall_s = self.costs.stall_s(self.mechanism, self.sw)
+        out = []
+        for sl, label in self.deferred:
+            if best is not None:
+                floor = pass_member_floor(pb, pb.budget(sl), self.sw, stall_s, self.costs.idle_power_w)
+                if floor is not None and floor > best:
+                    continue
+            x = self.evaluated(_waste_setting_index(pb, sl, "pass"), label)
+            if x[0] <= budget * (1 + 1e-12) and (best is None or x[1] < best):
+                best = x[1]
+            out.append(x)
+        return out
+
     def finish(self) -> Schedule:
-        budget, results = self.budget, self.results
+        budget, at = self.budget, self.deferred_at
+        results = self.results[:at] + self.pass_tries() + self.results[at:]  # in the order they were planned
         feas = [x for x in results if x[0] <= budget * (1 + 1e-12)]
         pool = feas or results
         best = min(pool, key=lambda x: (x[1], x[0])) if feas else min(pool, key=lambda x: x[0])
