@@ -51,24 +51,26 @@ def test_stored_attention_set_and_repeats():
 
 
 def test_check_a_fit_on_files_it_did_not_see():
+    # the session-6 fit (four files) against the session-7 top-clock file, as stored before this session's refit
+    stored = json.loads((CHAR / "check5_session6_fit.json").read_text())
+    by = {r["name"]: r for r in stored["check"]["per_kernel"]}
+    assert stored["files_in_fit"] == [] and stored["check"]["kernels"] == 12 and stored["check"]["meet_both"] == 9
+    assert not by["fill_fp32_1GiB"]["meets_power"]  # the check can miss: the constant fill was far off then
     fit = json.loads((CHAR / "fit.json").read_text())
-    doc = check_h200_fit(fit, [str(CHAR / "characterization5.json.gz")])
+    doc = check_h200_fit(fit, [str(CHAR / "characterization7.json.gz")])  # the held-duty file is not fitted
     ch = doc["check"]
-    assert doc["files_in_fit"] == [] and ch["kernels"] == 12
-    assert 0 < ch["meet_both"] < ch["kernels"]  # the check can miss: the write-only fill is far off
-    by = {r["name"]: r for r in ch["per_kernel"]}
-    assert not by["fill_fp32_1GiB"]["meets_power"]
-    assert by["duty_gemm_bf16_4096_x10_gap4ms"]["predicted_sm_mhz"] == 1980  # a duty burst runs at its measured clock
-    again = check_h200_fit(fit, [str(CHAR / "characterization4.json.gz")])
-    assert again["files_in_fit"] == ["characterization4.json.gz"]  # said so when the file was fitted
+    assert doc["files_in_fit"] == [] and ch["kernels"] == 8
+    assert all(r["predicted_sm_mhz"] == r["measured_sm_mhz"] for r in ch["per_kernel"])  # duty: at its measured clock
+    again = check_h200_fit(fit, [str(CHAR / "characterization5.json.gz")])
+    assert again["files_in_fit"] == ["characterization5.json.gz"]  # said so when the file was fitted
 
 
 def test_check_cli_writes_only_where_asked(capsys, tmp_path):
     fit = CHAR / "fit.json"
     before = fit.read_bytes()
-    code, out, _ = run_cli(["calibrate-h200", "--check", str(fit), "--data", str(CHAR / "characterization5.json.gz")],
+    code, out, _ = run_cli(["calibrate-h200", "--check", str(fit), "--data", str(CHAR / "characterization7.json.gz")],
                            capsys)
-    assert code == 0 and "12 kernels (held out)" in out and fit.read_bytes() == before
+    assert code == 0 and "8 kernels (held out)" in out and fit.read_bytes() == before
     dest = tmp_path / "check.json"
     code, _, _ = run_cli(["calibrate-h200", "--check", str(fit), "--data", str(CHAR / "characterization5.json.gz"),
                           "-o", str(dest)], capsys)
