@@ -25,10 +25,8 @@ from kdvfs.gpus import get_gpu
 
 DATA = ROOT / "validation/h200/characterization/characterization.json.gz"
 FIT = ROOT / "validation/h200/characterization/fit.json"
-DATAS = ("validation/h200/characterization/characterization.json.gz",
-         "validation/h200/characterization/characterization2.json.gz",
-         "validation/h200/characterization/characterization3.json.gz",
-         "validation/h200/characterization/characterization4.json.gz")
+from kdvfs.calibrate_h200 import DEFAULT_DATA as DATAS  # noqa: E402  (the files the stored fit was made from)
+
 SMALL = tuple(k for k in default_zoo() if k.name in ("gemm_bf16_8192", "gemm_bf16_2048", "gelu_bf16_1GiB",
                                                      "copy_bf16_1GiB"))
 
