@@ -199,6 +199,7 @@ _FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|n
 # ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
 _BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
                            r"all|any)_?$", re.I)
+_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
 def _operand_size(dts: Sequence[str | None], i: int, default: str) -> int:
@@ -219,7 +220,6 @@ def _distinct(dims: Sequence[int], strides: Sequence[int] | None) -> int:
     if strides is None or len(strides) != len(dims):
         return _numel(dims)
     return int(math.prod(int(d) for d, st in zip(dims, strides) if st != 0))
-_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
 # position of ``is_causal`` in each attention op's arguments (PyTorch's native_functions.yaml)
