@@ -107,13 +107,17 @@ def gemm_work(m: int, n: int, k: int, dtype: str = "bf16", batch: int = 1, *, bi
 
 
 def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
-                   causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
+                   causal: bool = False, backward: bool = False, source: str = "shapes",
+                   kv_heads: int | None = None) -> Work:
     """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, half of it
     under a causal mask; the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
-    paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
+    paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each, K and V (and their
+    gradients) with ``kv_heads`` heads (grouped-query attention; default ``heads``: Gemma's one KV head for eight query
+    heads was priced as eight)."""
     s = _size(dtype)
+    hk = heads if kv_heads is None else kv_heads
     f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (0.5 if causal else 1.0)
-    io = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * s
+    io = batch * (2 * seq_q * heads + 2 * seq_k * hk) * head_dim * s
     if backward:
         f *= 2.5
         io *= 2
@@ -278,7 +282,9 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         ci = _CAUSAL_ARG.get(full)
         conc = concrete if isinstance(concrete, list) else []
         causal = ci is not None and ci < len(conc) and str(conc[ci]) == "True"
-        return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd)
+        # K's heads as stored: fewer than Q's under grouped-query attention, also when expanded to Q's (stride 0)
+        hk = _distinct(k, _stride_of(strides, qi + 1)) // max(1, b * sk * d)
+        return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd, kv_heads=max(1, min(h, hk)))
     if _FOREACH.search(full):
         n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
         lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and

@@ -327,3 +327,18 @@ def test_analyze_cautions_when_predictive_switches_could_not_be_issued_in_time(t
     assert switch_queue_note(doc) is None  # 60 × 1.5 ms fit in 100 ms; sync and ideal rows pay or ignore them
     doc["rows"][0]["switches"] = 70
     assert "70 switches × 1.5 ms" in switch_queue_note(doc)
+
+
+def test_grouped_query_attention_reads_its_own_kv_heads():
+    """Gemma's attention has eight query heads and one KV head; K and V (and their gradients) were priced with eight."""
+    q, kv = [8, 8, 1024, 256], [8, 1, 1024, 256]
+    f = op_work("aten::_cudnn_attention_forward", [q, kv, kv, []] + [[]] * 9, ["c10::BFloat16"] * 3)
+    assert f.bytes == pytest.approx(8 * (2 * 1024 * 8 + 2 * 1024 * 1) * 256 * 2)
+    b = op_work("aten::_cudnn_attention_backward", [q, q, kv, kv, q] + [[]] * 11, ["c10::BFloat16"] * 5)
+    assert b.bytes == pytest.approx(2 * 8 * (2 * 1024 * 8 + 2 * 1024 * 1) * 256 * 2)
+    # K and V expanded to the query's heads (repeat_kv as a view, stride 0): still one head's worth read
+    ex = op_work("aten::_scaled_dot_product_efficient_attention", [q, q, q, []], ["c10::BFloat16"] * 3,
+                 strides=[[2097152, 256, 2048, 1], [262144, 0, 256, 1], [262144, 0, 256, 1], []])
+    assert ex.bytes == pytest.approx(f.bytes)
+    mha = op_work("aten::_cudnn_attention_forward", [q, q, q, []] + [[]] * 9, ["c10::BFloat16"] * 3)
+    assert mha.bytes == pytest.approx(8 * 8 * (2 * 1024 + 2 * 1024) * 256 * 2)  # as before without GQA
