@@ -152,6 +152,23 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
     return doc, schedules
 
 
+def switch_queue_note(doc: dict[str, Any]) -> str | None:
+    """A caution for predictive rows with more switches than one host call after another fit in the iteration.
+
+    The switch model prices each predictive switch on its own (late by at most its latency less the time since the
+    previous one); it does not queue them, so such a row's cost is a floor, not a prediction."""
+    host = doc["switch_model"].get("host_call_s") or 0.0
+    t = doc["auto"]["time_s"]
+    over = [r for r in doc["rows"] if r["mechanism"] == "predictive" and host > 0 and r["switches"] * host > t]
+    if not over:
+        return None
+    worst = max(over, key=lambda r: r["switches"])
+    return (f"Caution: {len(over)} predictive row(s) switch more often than the host can issue switches one after "
+            f"another (up to {worst['switches']} switches × {1e3 * host:.3g} ms host call against a "
+            f"{1e3 * t:.4g} ms iteration). The switch model does not queue predictive switches, so their cost there is a "
+            "lower bound.")
+
+
 def coarse_boundaries_note(doc: dict[str, Any]) -> str | None:
     """A warning when the trace gives the runtime only the step and the optimizer to switch between (no module
     annotations: the profiler ran without ``with_stack``), so the module-boundary rows can switch only there."""
@@ -247,6 +264,9 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
     if kept:
         lines.append("Energy per iteration, what per-kernel clocks would give against what survives this card's switch "
                      "latency when switching where a training-loop runtime can: " + "; ".join(kept) + ".")
+    queue = switch_queue_note(doc)
+    if queue:
+        lines += ["", queue]
     if doc.get("profile") == "model" and doc.get("low_clock_time_share", 0.0) > 0.05:
         lines += ["", f"Caution: the free-switching schedules run {100 * doc['low_clock_time_share']:.0f} % of the "
                   "iteration's time below half the boost clock. The model there is an extrapolation: a card fitted to "

@@ -112,16 +112,21 @@ causal mask only half fills."""
 
 
 def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, dtype: str = "bf16", *,
-                   causal: bool = False, backward: bool = False, source: str = "shapes") -> Work:
+                   causal: bool = False, backward: bool = False, source: str = "shapes",
+                   kv_heads: int | None = None) -> Work:
     """Fused scaled-dot-product attention (flash / memory-efficient): QKᵀ and PV are 4·b·h·sq·sk·d FLOPs, about half
-    of it under a causal mask (``0.5 + ATTENTION_TILE / (2·sk)``: the diagonal's tiles are computed whole); the backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2
-    paper's accounting). Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each."""
+    of it under a causal mask (``0.5 + ATTENTION_TILE / (2·sk)``: the diagonal's tiles are computed whole); the
+    backward recomputes QKᵀ and computes four products, 2.5× the forward (FlashAttention-2 paper's accounting).
+    Memory: Q, K, V and O (and dO, dQ, dK, dV in the backward) once each, K and V (and their gradients) with
+    ``kv_heads`` heads (grouped-query attention; default ``heads``: Gemma's one KV head for eight query heads was
+    priced as eight)."""
     s = _size(dtype)
+    hk = heads if kv_heads is None else kv_heads
     # under a causal mask the kernel still computes the whole tiles the diagonal crosses (it masks inside them): about
     # half the score matrix plus half a tile column per row, with FlashAttention's 128-wide key tiles
     causal_share = min(1.0, 0.5 + ATTENTION_TILE / (2.0 * max(seq_k, 1)))
     f = 4.0 * batch * heads * seq_q * seq_k * head_dim * (causal_share if causal else 1.0)
-    io = batch * heads * (2 * seq_q + 2 * seq_k) * head_dim * s
+    io = batch * (2 * seq_q * heads + 2 * seq_k * hk) * head_dim * s
     if backward:
         f *= 2.5
         io *= 2
@@ -172,13 +177,15 @@ kernel for short rows, ``cunn_SoftMaxForwardSmem`` for longer ones); a longer ro
 
 
 def softmax_work(numel: int, dtype: str = "bf16", source: str = "shapes", *, row: int | None = None,
-                 backward: bool = False) -> Work:
-    """Softmax (or log-softmax) along the last dimension of ``row`` elements: max, exp, sum, divide (~5 FLOPs per
-    element). Forward: one read, one write, or, for a row longer than ``SOFTMAX_SMEM_BYTES``, three reads (max, sum of
-    exponentials, output) and one write. Backward: the gradient and the output read, the input's gradient written
-    (three accesses), or for a long row both read twice (the row's dot product, then the result): five."""
+                 backward: bool = False, log: bool = False) -> Work:
+    """Softmax (or, ``log``, log-softmax) along the last dimension of ``row`` elements: max, exp, sum, divide (~5 FLOPs
+    per element). Forward: one read, one write, or, for a row longer than ``SOFTMAX_SMEM_BYTES``, three reads (max, sum
+    of exponentials, output) and one write. Backward: the gradient and the output read, the input's gradient written
+    (three accesses), or for a long row: softmax's ``y·(g − Σ g·y)`` reads both twice (the row's dot product, then the
+    result): five; log-softmax's ``g − exp(y)·Σ g`` reads only the gradient for its sum: four (counted as five, the
+    vocabulary's log-softmax backward ran at 5.06 TB/s, above the H200's 4.8)."""
     long_row = row is not None and row * _size(dtype) > SOFTMAX_SMEM_BYTES
-    passes = (5 if long_row else 3) if backward else (4 if long_row else 2)
+    passes = ((4 if log else 5) if long_row else 3) if backward else (4 if long_row else 2)
     return Work(float(numel * 5), float(numel * passes * _size(dtype)), dtype, False, source)
 
 
@@ -238,6 +245,7 @@ _FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|n
 # ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
 _BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
                            r"all|any)_?$", re.I)
+_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
 def _operand_size(dts: Sequence[str | None], i: int, default: str) -> int:
@@ -258,7 +266,6 @@ def _distinct(dims: Sequence[int], strides: Sequence[int] | None) -> int:
     if strides is None or len(strides) != len(dims):
         return _numel(dims)
     return int(math.prod(int(d) for d, st in zip(dims, strides) if st != 0))
-_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
 
 
 # position of ``is_causal`` in each attention op's arguments (PyTorch's native_functions.yaml)
@@ -317,7 +324,9 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         ci = _CAUSAL_ARG.get(full)
         conc = concrete if isinstance(concrete, list) else []
         causal = ci is not None and ci < len(conc) and str(conc[ci]) == "True"
-        return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd)
+        # K's heads as stored: fewer than Q's under grouped-query attention, also when expanded to Q's (stride 0)
+        hk = _distinct(k, _stride_of(strides, qi + 1)) // max(1, b * sk * d)
+        return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd, kv_heads=max(1, min(h, hk)))
     if _FOREACH.search(full):
         n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
         lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and
@@ -336,7 +345,7 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name, rms="rms" in name.lower())
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
-                            backward=backward or "backward" in name)
+                            backward=backward or "backward" in name, log="log_softmax" in name)
     if _NLL_OPS.search(full):
         # nll_loss reads one element per target (the target's class), not the whole [N, C] input; the backward
         # writes one element per target into a gradient a fill_ zeroed before

@@ -32,15 +32,15 @@ def kernel_work_rows(trace: Trace, top: int) -> list[dict[str, Any]]:
     instance), ``time_share``, ``flops``, ``bytes``, ``work_source``, ``dtype``, ``tbytes_per_s`` and
     ``tflops_per_s`` (None where the work is unknown)."""
     total = trace.total_time_s
+    shares = [k.time_s * float(r) / total if total > 0 else 0.0 for k, r in zip(trace.kernels, trace.repeats)]
     rows = []
-    for key, k, r in zip(trace.kernel_keys, trace.kernels, trace.repeats):
-        known = k.flops is not None and k.bytes is not None and k.time_s > 0
+    for key, k, r, share in zip(trace.kernel_keys, trace.kernels, trace.repeats, shares):
+        rate = k.time_s * 1e12 if k.time_s > 0 else None
         rows.append({
             "key": key, "name": k.name, "op": k.op, "category": k.category, "repeat": int(r), "time_s": k.time_s,
-            "time_share": k.time_s * float(r) / total if total > 0 else 0.0, "flops": k.flops, "bytes": k.bytes,
-            "work_source": k.work_source, "dtype": k.dtype,
-            "tbytes_per_s": k.bytes / k.time_s / 1e12 if known else None,
-            "tflops_per_s": k.flops / k.time_s / 1e12 if known else None,
+            "time_share": share, "flops": k.flops, "bytes": k.bytes, "work_source": k.work_source, "dtype": k.dtype,
+            "tbytes_per_s": k.bytes / rate if k.bytes is not None and rate else None,
+            "tflops_per_s": k.flops / rate if k.flops is not None and rate else None,
         })
-    rows.sort(key=lambda x: -x["time_share"])
-    return rows[:max(0, int(top))]
+    order = sorted(range(len(rows)), key=lambda i: -shares[i])
+    return [rows[i] for i in order[:max(0, int(top))]]
