@@ -182,7 +182,7 @@ def test_ddp_step_with_shapes_replayed_under_the_limiter(run):
     fitted to them; batch 16, 32 and 8 per GPU, the last with its timing from a step recorded without shapes):
     replayed under the limiter, time within 5 % and each card's energy per step within 5 % of its energy counter
     (−3.2 … +4.1 % when this was written in session 6). With session 7's H200 model (six zoo files, the attention
-    coefficient) the batch-8 run reads +4.66 / +5.67 %: the second card is over the target, as validation/h200x2/README.md
+    coefficient) the batch-8 run reads +4.54 / +5.55 %: the second card is over the target, as validation/h200x2/README.md
     says, so that run is held to what it reads (6 %) and the others to 5 %. Each kernel throttled alone, every run is
     at least 5 points lower than under the limiter (4–12 % low)."""
     from pathlib import Path
