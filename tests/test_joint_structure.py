@@ -42,12 +42,12 @@ def test_bad_structure_options_are_refused(capsys):
     assert parse_structure("passcap, memtraffic,passcap") == ("passcap", "memtraffic")
     assert [p[0] for p in structure_params(("passcap", "memtraffic"))] == [
         "traffic_share_9251", "traffic_share_5001", "traffic_share_low", "pass_cap_w"]
-    with pytest.raises(InputError, match="'gaps' is not one of memtraffic, passcap"):
+    with pytest.raises(InputError, match="'gaps' is not one of memtraffic, passcap, passboost"):
         parse_structure("gaps")
     assert parse_drop("auto/9501, 1890/9251") == ((AUTO, 9501), (1890, 9251))
     with pytest.raises(InputError, match="'1900/9501' is not one of the study's settings"):
         parse_drop("1900/9501")
-    for opt, msg in (("structure=vf", "'vf' is not one of memtraffic, passcap"),
+    for opt, msg in (("structure=vf", "'vf' is not one of memtraffic, passcap, passboost"),
                      ("kernel_loss=l1", "kernel_loss='l1' is not one of hinge, band"),
                      ("pass_drop=auto", "'auto' is not one of the study's settings")):
         code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--method", "joint", "--check", "--fit-option",
@@ -95,3 +95,12 @@ def test_structure_terms_in_the_problem_report_and_jacobian(spaan_trace):
         x1[j] += 1e-6
         assert np.allclose(J[:, j], (pb.fun(x1) - f0) / 1e-6, rtol=1e-6, atol=1e-6)
     assert np.all(pb.keep[[i for i, q in enumerate(s) if q == (AUTO, 9501)]] == 0) and pb.keep.sum() == len(s) - 1
+
+
+def test_pass_boost_caps_the_core_requests_of_a_pass():
+    from kdvfs.calibrate_joint import pass_requests
+
+    c = np.array([AUTO, 2100, 1890, 1050])
+    assert pass_requests(c, {}) is c
+    assert pass_requests(c, {"pass_cap_w": 380.0}) is c
+    assert np.array_equal(pass_requests(c, {"pass_boost_mhz": 1850.0}), [1850.0, 1850.0, 1850.0, 1050.0])
