@@ -132,9 +132,9 @@ class JointOptions:
             ``memtraffic``, memory traffic power per memory clock (3 parameters: 9251, 5001 and the low-power modes,
             each a share of the next higher clock's); ``passcap``, the cap a kernel meets inside a pass (1 parameter:
             the limiter averages over a window of mixed kernels, so in a pass a kernel throttles against a higher
-            effective cap than alone); ``passboost``, the top core clock in a pass (1 parameter: with the core on auto
-            or above it, a pass's kernels run at it, GPU Boost's clock in a sustained pass rather than in a kernel's
-            own loop).
+            effective cap than alone); ``passboost``, the top core clock in a pass as a share of the boost clock (1
+            parameter: with the core on auto or above it, a pass's kernels run at it, GPU Boost's clock in a sustained
+            pass rather than in a kernel's own loop).
         pass_drop: a diagnosis, not a calibration: pass-level settings left out of the loss (both passes), a comma
             list of ``core/memory`` (``auto/9501,1890/9251``); the report still checks every setting.
     """
@@ -191,7 +191,7 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     "memtraffic": (("traffic_share_9251", 0.5, 1.0, 0.97), ("traffic_share_5001", 0.1, 1.0, 0.7),
                    ("traffic_share_low", 0.1, 1.0, 0.7)),
     "passcap": (("pass_cap_w", 330.0, 520.0, 360.0),),
-    "passboost": (("pass_boost_mhz", 1650.0, 2000.0, 1850.0),),
+    "passboost": (("pass_boost_share", 0.9, 1.0, 0.98),),
 }
 
 
@@ -225,12 +225,13 @@ def structure_params(terms: tuple[str, ...]) -> tuple[tuple[str, float, float, f
     return tuple(p for t in STRUCTURE_TERMS if t in terms for p in STRUCTURE_TERMS[t])
 
 
-def pass_requests(core_mhz: np.ndarray, values: dict) -> np.ndarray:
-    """The core clocks the kernels of a pass are asked for: with ``pass_boost_mhz``, auto and any request above it run
-    at it (GPU Boost's top clock in a sustained pass, not in a kernel's own loop); otherwise as given."""
-    if "pass_boost_mhz" not in values:
+def pass_requests(core_mhz: np.ndarray, values: dict, boost_mhz: float) -> np.ndarray:
+    """The core clocks the kernels of a pass are asked for: with ``pass_boost_share``, auto and any request above
+    ``pass_boost_share · boost_mhz`` run at that clock (GPU Boost's top clock in a sustained pass, below the one a
+    kernel reaches in its own loop); otherwise as given."""
+    if "pass_boost_share" not in values:
         return core_mhz
-    f = values["pass_boost_mhz"]
+    f = values["pass_boost_share"] * boost_mhz
     return np.where(core_mhz == AUTO, f, np.minimum(core_mhz, f))
 
 
@@ -384,9 +385,9 @@ class _Problem:
 
     def kernel_eval(self, spec: GpuSpec, kp: KernelParams):
         ev = evaluate(spec, kp, self.C, self.M)
-        if "pass_cap_w" not in self.struct and "pass_boost_mhz" not in self.struct:
+        if "pass_cap_w" not in self.struct and "pass_boost_share" not in self.struct:
             return ev.time_s, ev.energy_j, ev.time_s, ev.energy_j
-        evp = evaluate(spec, kp, pass_requests(self.C, self.struct), self.M, cap_w=self.struct.get("pass_cap_w"))
+        evp = evaluate(spec, kp, pass_requests(self.C, self.struct, spec.boost_core_mhz), self.M, cap_w=self.struct.get("pass_cap_w"))
         return ev.time_s, ev.energy_j, evp.time_s, evp.energy_j
 
     def kres(self, T, E, xk) -> np.ndarray:
@@ -611,7 +612,7 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
 
     st = list(sweep.settings)
     struct = dict(result.structure)
-    ev = evaluate(result.spec, result.params, pass_requests(np.array([s[0] for s in st]), struct),
+    ev = evaluate(result.spec, result.params, pass_requests(np.array([s[0] for s in st]), struct, result.spec.boost_core_mhz),
                   np.array([s[1] for s in st]), cap_w=struct.get("pass_cap_w"))  # the kernels as they run in a pass
     ctx = result.context
     pe = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, loss_pass), sweep, ctx, result.spec)

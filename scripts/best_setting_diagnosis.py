@@ -135,7 +135,24 @@ def diagnose(path: str | Path, rows: list[dict], trace) -> dict:
             "moves_best_energy": {n: float(sens_e[n][i]) for n in top},
             "moves_best_time": {n: float(sens_t[n][i]) for n in sorted(sens_t, key=lambda n: -abs(sens_t[n][i]))[:2]},
         })
-    return {"fit": str(path), "card_vector": dict(zip((c[0] for c in CARD_PARAMS), x0.tolist())),
+    groups = {}
+    for k, r in zip(kernels, rows):
+        g = ("core auto, memory 5001" if r["best_core"] == AUTO and r["best_mem"] == 5001 else
+             "core auto, memory 9251/9501" if r["best_core"] == AUTO and r["best_mem"] in (9251, 9501) else
+             "core locked, memory 5001" if r["best_mem"] == 5001 else
+             "core locked, memory 9501/auto" if r["best_core"] != AUTO else "auto/auto")
+        d = groups.setdefault(g, {"kernels": 0, "best_missed": 0, "time_share_pct": {"forward": 0.0, "backward": 0.0},
+                                  "dt_err": [], "de_err": []})
+        d["kernels"] += 1
+        d["best_missed"] += "best" in k["misses"]
+        d["time_share_pct"][k["pass"]] += k["pass_time_share_pct"]
+        d["dt_err"].append(k["best_time_change"]["model"] - k["best_time_change"]["table"])
+        d["de_err"].append(k["best_energy_change"]["model"] - k["best_energy_change"]["table"])
+    for d in groups.values():
+        for q in ("dt_err", "de_err"):
+            v = d.pop(q)
+            d[q + "_pt"] = {"min": float(min(v)), "median": float(np.median(v)), "max": float(max(v))}
+    return {"fit": str(path), "groups": groups, "card_vector": dict(zip((c[0] for c in CARD_PARAMS), x0.tolist())),
             "best_missed": sum("best" in k["misses"] for k in kernels),
             "best_missed_time_share_pct": {p: float(sum(k["pass_time_share_pct"] for k in kernels
                                                         if "best" in k["misses"] and k["pass"] == p))
@@ -225,6 +242,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{f['fit']}: best missed {f['best_missed']}/46; pass time share of the misses "
               f"forward {f['best_missed_time_share_pct']['forward']:.1f} %, "
               f"backward {f['best_missed_time_share_pct']['backward']:.1f} %")
+        for g, d in f["groups"].items():
+            print(f"  {g:30s}: {d['best_missed']}/{d['kernels']} best missed; time share fwd "
+                  f"{d['time_share_pct']['forward']:.1f} % bwd {d['time_share_pct']['backward']:.1f} %; model − table "
+                  f"dt {d['dt_err_pt']['min']:+.2f} … {d['dt_err_pt']['max']:+.2f} (median {d['dt_err_pt']['median']:+.2f}) "
+                  f"dE {d['de_err_pt']['min']:+.2f} … {d['de_err_pt']['max']:+.2f} (median {d['de_err_pt']['median']:+.2f})")
         for k in f["kernels"]:
             if not k["misses"]:
                 continue

@@ -101,6 +101,6 @@ def test_pass_boost_caps_the_core_requests_of_a_pass():
     from kdvfs.calibrate_joint import pass_requests
 
     c = np.array([AUTO, 2100, 1890, 1050])
-    assert pass_requests(c, {}) is c
-    assert pass_requests(c, {"pass_cap_w": 380.0}) is c
-    assert np.array_equal(pass_requests(c, {"pass_boost_mhz": 1850.0}), [1850.0, 1850.0, 1850.0, 1050.0])
+    assert pass_requests(c, {}, 1900.0) is c
+    assert pass_requests(c, {"pass_cap_w": 380.0}, 1900.0) is c
+    assert np.allclose(pass_requests(c, {"pass_boost_share": 0.95}, 2000.0), [1900.0, 1900.0, 1890.0, 1050.0])
