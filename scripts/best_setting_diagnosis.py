@@ -222,6 +222,17 @@ def locked_memory_requirement(rows: list[dict], trace) -> list[dict]:
     return out
 
 
+def _rounded(v):
+    """Floats to 5 significant digits (the diagnosis reads points and watts, not the last bits)."""
+    if isinstance(v, float):
+        return float(f"{v:.5g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("fits", nargs="+", help="calibration JSON files (card_vector and params)")
@@ -259,7 +270,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"| {', '.join(k['misses'])} | moves dE: "
                   + ", ".join(f"{n} {v:+.2f}" for n, v in k["moves_best_energy"].items()))
     if a.out:
-        Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+        Path(a.out).write_text(json.dumps(_rounded(doc), separators=(",", ":")) + "\n")
     return doc
 
 

@@ -104,3 +104,21 @@ def test_pass_boost_caps_the_core_requests_of_a_pass():
     assert pass_requests(c, {}, 1900.0) is c
     assert pass_requests(c, {"pass_cap_w": 380.0}, 1900.0) is c
     assert np.allclose(pass_requests(c, {"pass_boost_share": 0.95}, 2000.0), [1900.0, 1900.0, 1890.0, 1050.0])
+
+
+def test_best_setting_diagnosis_on_the_bundled_fit(spaan_trace):
+    """The diagnosis agrees with the calibration report (39 of 46 best settings held by the table fit), and its
+    model-free part gives the README's numbers: at (auto, 9501) the rest of the backward pass must run slower and save
+    more than any kernel measured there."""
+    from kdvfs.calibrate import read_table
+    from scripts.best_setting_diagnosis import diagnose, locked_memory_requirement
+
+    rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
+    d = diagnose(bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json", rows, spaan_trace)
+    assert d["best_missed"] == 7 and sum(g["kernels"] for g in d["groups"].values()) == 46
+    assert d["groups"]["core auto, memory 5001"]["kernels"] == 9
+    lm = {(x["pass"], x["counted"]): x for x in locked_memory_requirement(rows, spaan_trace)}
+    b = lm[("backward", "with_9251")]
+    assert len(b["kernels"]) == 9 and round(b["time_share_pct"], 1) == 35.1
+    assert round(b["rest_time_change_pct"], 2) == 1.36 and round(b["rest_energy_change_pct"], 2) == -14.08
+    assert b["their_time_change_pct"]["max"] < 0 and b["their_energy_change_pct"]["min"] > b["rest_energy_change_pct"]
