@@ -34,11 +34,20 @@ from scipy.optimize import least_squares
 from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
+from kdvfs.joint_structure import (
+    KERNEL_LOSSES,
+    apply_structure,
+    band_residual,
+    parse_drop,
+    parse_structure,
+    pass_requests,
+    structure_params,
+)
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.passcontext import PassContext, apply_context, context_params, parse_terms
 from kdvfs.passweep import PassSweep, pass_errors, pass_index, study_settings
 
-__all__ = ["CARD_PARAMS", "JointOptions", "JointResult", "calibrate_joint", "calibrate_spaan2026", "card_from_vector", "apply_structure",
+__all__ = ["CARD_PARAMS", "JointOptions", "JointResult", "calibrate_joint", "calibrate_spaan2026", "card_from_vector",
            "check_table", "joint_report", "preset_source", "write_outputs"]
 
 log = logging.getLogger(__name__)
@@ -184,65 +193,6 @@ class JointResult:
 
 
 PASS_LOSSES = ("linear", "soft_l1")
-KERNEL_LOSSES = ("hinge", "band")
-BAND_SLOPE = 4.0
-# structural card terms (``JointOptions.structure``): name → its parameters (name, lower, upper, start)
-STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
-    "memtraffic": (("traffic_share_9251", 0.5, 1.0, 0.97), ("traffic_share_5001", 0.1, 1.0, 0.7),
-                   ("traffic_share_low", 0.1, 1.0, 0.7)),
-    "passcap": (("pass_cap_w", 330.0, 520.0, 360.0),),
-    "passboost": (("pass_boost_share", 0.9, 1.0, 0.98),),
-}
-
-
-def parse_structure(text: str) -> tuple[str, ...]:
-    """``memtraffic,passcap`` → the structural terms; an unknown name is an ``InputError``."""
-    names = tuple(t.strip() for t in (text or "").split(",") if t.strip() and t.strip() != "none")
-    for t in names:
-        if t not in STRUCTURE_TERMS:
-            raise InputError(f"--fit-option structure: {t!r} is not one of {', '.join(STRUCTURE_TERMS)}; give a comma "
-                             "list of them (or none)")
-    return tuple(dict.fromkeys(names))
-
-
-def parse_drop(text: str) -> tuple[tuple[int, int], ...]:
-    """``auto/9501,1890/9251`` → settings of the study's 66; anything else is an ``InputError``."""
-    out = []
-    for item in (t.strip() for t in (text or "").split(",") if t.strip()):
-        c, _, m = item.partition("/")
-        try:
-            st = tuple(AUTO if v.strip() == "auto" else int(v) for v in (c, m))
-        except ValueError:
-            st = ()
-        if st not in study_settings():
-            raise InputError(f"--fit-option pass_drop: {item!r} is not one of the study's settings; give core/memory "
-                             "pairs such as auto/9501 or 1890/9251, comma-separated")
-        out.append(st)
-    return tuple(out)
-
-
-def structure_params(terms: tuple[str, ...]) -> tuple[tuple[str, float, float, float], ...]:
-    return tuple(p for t in STRUCTURE_TERMS if t in terms for p in STRUCTURE_TERMS[t])
-
-
-def pass_requests(core_mhz: np.ndarray, values: dict, boost_mhz: float) -> np.ndarray:
-    """The core clocks the kernels of a pass are asked for: with ``pass_boost_share``, auto and any request above
-    ``pass_boost_share · boost_mhz`` run at that clock (GPU Boost's top clock in a sustained pass, below the one a
-    kernel reaches in its own loop); otherwise as given."""
-    if "pass_boost_share" not in values:
-        return core_mhz
-    f = values["pass_boost_share"] * boost_mhz
-    return np.where(core_mhz == AUTO, f, np.minimum(core_mhz, f))
-
-
-def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
-    """The card with the structural terms' values set (``pass_cap_w`` is not the card's: it acts on pass sums)."""
-    if "traffic_share_9251" in values:
-        s9251 = values["traffic_share_9251"]
-        s5001 = s9251 * values["traffic_share_5001"]
-        low = s5001 * values["traffic_share_low"]
-        spec = replace(spec, mem_traffic_scale=(low, low, s5001, s9251, 1.0))
-    return spec
 METHODS = ("table", "joint")
 """``table``: the per-kernel table alone (``kdvfs.calibrate.calibrate``, the bundled fit), the pass-level sweep only
 checked; ``joint``: the table and the pass-level sweep together (``calibrate_joint``)."""
@@ -325,11 +275,6 @@ def _hinge(e, tol):
     return np.sign(e) * np.maximum(np.abs(e) - 0.6 * tol, 0.0) / tol + 0.15 * e / tol
 
 
-def _band(e, tol):
-    """No penalty inside 90 % of the tolerance, steep (``BAND_SLOPE``) beyond: the target as a band."""
-    return BAND_SLOPE * np.sign(e) * np.maximum(np.abs(e) - 0.9 * tol, 0.0) / tol
-
-
 class _Problem:
     """The residual function of the joint fit over (card vector scaled to [0, 1], per-kernel log parameters)."""
 
@@ -356,7 +301,7 @@ class _Problem:
         # the structural terms sit after the pass-context parameters, scaled to [0, 1] the same way
         self.sp = structure_params(parse_structure(opt.structure))
         self.struct: dict = {}
-        self.hinge = _band if opt.kernel_loss == "band" else _hinge
+        self.hinge = band_residual if opt.kernel_loss == "band" else _hinge
         self.keep = np.array([0.0 if s in parse_drop(opt.pass_drop) else 1.0 for s in st])
 
     def context_of(self, x) -> PassContext:

@@ -29,8 +29,9 @@ import numpy as np
 
 from kdvfs.bundled import bundled_dir
 from kdvfs.calibrate import read_table
-from kdvfs.calibrate_joint import CARD_PARAMS, apply_structure, card_from_vector
+from kdvfs.calibrate_joint import CARD_PARAMS, card_from_vector
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
+from kdvfs.joint_structure import apply_structure
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.passweep import pass_index, read_pass_sweep, study_settings
 from kdvfs.trace import load_trace

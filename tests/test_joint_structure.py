@@ -37,7 +37,7 @@ def test_mem_traffic_scale_scales_only_the_traffic_term():
 
 
 def test_bad_structure_options_are_refused(capsys):
-    from kdvfs.calibrate_joint import _band, parse_drop, parse_structure, structure_params
+    from kdvfs.joint_structure import band_residual, parse_drop, parse_structure, structure_params
 
     assert parse_structure("passcap, memtraffic,passcap") == ("passcap", "memtraffic")
     assert [p[0] for p in structure_params(("passcap", "memtraffic"))] == [
@@ -55,7 +55,7 @@ def test_bad_structure_options_are_refused(capsys):
         assert code == 2 and msg in err and "Traceback" not in err
     # the band: nothing inside 90 % of the tolerance, BAND_SLOPE per tolerance beyond it
     e = np.array([-1.5, -0.89, 0.0, 0.5, 0.9, 1.9])
-    assert np.allclose(_band(e, 1.0), [-2.4, 0.0, 0.0, 0.0, 0.0, 4.0])
+    assert np.allclose(band_residual(e, 1.0), [-2.4, 0.0, 0.0, 0.0, 0.0, 4.0])
 
 
 def test_structure_terms_in_the_problem_report_and_jacobian(spaan_trace):
@@ -98,7 +98,7 @@ def test_structure_terms_in_the_problem_report_and_jacobian(spaan_trace):
 
 
 def test_pass_boost_caps_the_core_requests_of_a_pass():
-    from kdvfs.calibrate_joint import pass_requests
+    from kdvfs.joint_structure import pass_requests
 
     c = np.array([AUTO, 2100, 1890, 1050])
     assert pass_requests(c, {}, 1900.0) is c
