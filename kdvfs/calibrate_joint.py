@@ -332,7 +332,9 @@ class _Problem:
         ev = evaluate(spec, kp, self.C, self.M)
         if "pass_cap_w" not in self.struct and "pass_boost_share" not in self.struct:
             return ev.time_s, ev.energy_j, ev.time_s, ev.energy_j
-        evp = evaluate(spec, kp, pass_requests(self.C, self.struct, spec.boost_core_mhz), self.M, cap_w=self.struct.get("pass_cap_w"))
+        # inside a pass: the pass's top clock (passboost) and the cap the limiter's mixed window gives (passcap)
+        evp = evaluate(spec, kp, pass_requests(self.C, self.struct, spec.boost_core_mhz), self.M,
+                       cap_w=self.struct.get("pass_cap_w"))
         return ev.time_s, ev.energy_j, evp.time_s, evp.energy_j
 
     def kres(self, T, E, xk) -> np.ndarray:
