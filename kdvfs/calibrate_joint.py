@@ -34,6 +34,15 @@ from scipy.optimize import least_squares
 from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
+from kdvfs.joint_structure import (
+    KERNEL_LOSSES,
+    apply_structure,
+    band_residual,
+    parse_drop,
+    parse_structure,
+    pass_requests,
+    structure_params,
+)
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.passcontext import PassContext, apply_context, context_params, parse_terms
 from kdvfs.passweep import PassSweep, pass_errors, pass_index, study_settings
@@ -125,6 +134,18 @@ class JointOptions:
         pass_loss: ``linear`` (squares of the pass-level residuals) or ``soft_l1`` (each residual r enters as
             ``2(√(1 + r²) − 1)``: a few pass points that the per-kernel table contradicts cost linearly, not
             quadratically, e.g. the forward pass at (210, 405), 25 % faster than its kernels' slowest times summed).
+        kernel_loss: ``hinge`` (slope 0.15 inside 60 % of each per-kernel target's tolerance, 1.15 beyond) or ``band``
+            (no penalty inside 90 % of the tolerance, slope ``BAND_SLOPE`` beyond it: the per-kernel targets as bands,
+            the pass-level sweep takes whatever freedom is left inside them).
+        structure: structural card terms fitted with the rest (``STRUCTURE_TERMS``, a comma list; "" none):
+            ``memtraffic``, memory traffic power per memory clock (3 parameters: 9251, 5001 and the low-power modes,
+            each a share of the next higher clock's); ``passcap``, the cap a kernel meets inside a pass (1 parameter:
+            the limiter averages over a window of mixed kernels, so in a pass a kernel throttles against a higher
+            effective cap than alone); ``passboost``, the top core clock in a pass as a share of the boost clock (1
+            parameter: with the core on auto or above it, a pass's kernels run at it, GPU Boost's clock in a sustained
+            pass rather than in a kernel's own loop).
+        pass_drop: a diagnosis, not a calibration: pass-level settings left out of the loss (both passes), a comma
+            list of ``core/memory`` (``auto/9501,1890/9251``); the report still checks every setting.
     """
 
     pass_weight: float = 1.0
@@ -142,6 +163,9 @@ class JointOptions:
     refine_nfev: int = 100
     pass_terms: str = ""
     pass_loss: str = "linear"
+    kernel_loss: str = "hinge"
+    structure: str = ""
+    pass_drop: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +178,8 @@ class JointResult:
         nfev: model evaluations of the solve.
         seconds: wall time of the fit.
         context: the fitted pass-context terms (``kdvfs.passcontext``; neutral unless ``pass_terms`` chose some).
+        structure: the fitted structural terms (``STRUCTURE_TERMS``), name → value; ``pass_cap_w`` is the cap the
+            kernels of a pass throttle against (the spec's memory traffic scale is already in ``spec``).
     """
 
     spec: GpuSpec
@@ -163,6 +189,7 @@ class JointResult:
     nfev: int
     seconds: float
     context: PassContext = PassContext()
+    structure: tuple[tuple[str, float], ...] = ()
 
 
 PASS_LOSSES = ("linear", "soft_l1")
@@ -271,25 +298,44 @@ class _Problem:
         self.np_ = len(self.pp)
         self.ctx = PassContext()
         self.spec = base
+        # the structural terms sit after the pass-context parameters, scaled to [0, 1] the same way
+        self.sp = structure_params(parse_structure(opt.structure))
+        self.struct: dict = {}
+        self.hinge = band_residual if opt.kernel_loss == "band" else _hinge
+        self.keep = np.array([0.0 if s in parse_drop(opt.pass_drop) else 1.0 for s in st])
 
     def context_of(self, x) -> PassContext:
-        z = np.clip(x[_NC + _NK * self.n:], 0, 1)
+        z = np.clip(x[_NC + _NK * self.n:_NC + _NK * self.n + self.np_], 0, 1)
         return PassContext(**{p[0]: float(p[1] + v * (p[2] - p[1])) for p, v in zip(self.pp, z)})
+
+    def structure_of(self, x) -> dict:
+        z = np.clip(x[_NC + _NK * self.n + self.np_:], 0, 1)
+        return {p[0]: float(p[1] + v * (p[2] - p[1])) for p, v in zip(self.sp, z)}
 
     def unpack(self, x):
         xc = _LO + np.clip(x[:_NC], 0, 1) * (_HI - _LO)
         xk = x[_NC:_NC + _NK * self.n].reshape(self.n, _NK)
         self.ctx = self.context_of(x)
+        self.struct = self.structure_of(x)
         return xc, xk
 
     def params(self, xk) -> KernelParams:
         return _kernel_params(self.keys, xk)
 
     def model(self, xc, xk):
+        """(T, E) of every kernel alone at the 66 settings, and (TP, EP) as each runs inside a pass."""
         self.lam = float(xc[_ILAM])
-        self.spec = card_from_vector(self.base, xc)
-        ev = evaluate(self.spec, self.params(xk), self.C, self.M)
-        return ev.time_s, ev.energy_j
+        self.spec = apply_structure(card_from_vector(self.base, xc), self.struct)
+        return self.kernel_eval(self.spec, self.params(xk))
+
+    def kernel_eval(self, spec: GpuSpec, kp: KernelParams):
+        ev = evaluate(spec, kp, self.C, self.M)
+        if "pass_cap_w" not in self.struct and "pass_boost_share" not in self.struct:
+            return ev.time_s, ev.energy_j, ev.time_s, ev.energy_j
+        # inside a pass: the pass's top clock (passboost) and the cap the limiter's mixed window gives (passcap)
+        evp = evaluate(spec, kp, pass_requests(self.C, self.struct, spec.boost_core_mhz), self.M,
+                       cap_w=self.struct.get("pass_cap_w"))
+        return ev.time_s, ev.energy_j, evp.time_s, evp.energy_j
 
     def kres(self, T, E, xk) -> np.ndarray:
         """Per-kernel residuals, shape (10, kernels): each kernel's depend only on its own row and parameters (and the
@@ -303,21 +349,21 @@ class _Problem:
         gap = (cost[k, ib] - cost.min(1)) / (0.01 * tg["e_auto"])
         return np.stack([
             self.opt.hull_weight * gap,
-            _hinge(100 * np.log(ta / tg["t_auto"]), 1.0) * 3,
-            _hinge(100 * np.log(ea / tg["e_auto"]), 1.0) * 3,
-            _hinge(100 * (T[k, ib] / ta - 1) - tg["dt_best"], 1.0) * bw,
-            _hinge(100 * (E[k, ib] / ea - 1) - tg["de_best"], 2.0) * bw,
-            _hinge(100 * (T.min(1) / tg["t_min"] - 1), 25.0) * 2,
-            _hinge(100 * (T.max(1) / tg["t_max"] - 1), 25.0) * 2,
-            _hinge(100 * (E.min(1) / tg["e_min"] - 1), self.opt.emin_tol_pct) * 2,
-            _hinge(100 * (E.max(1) / tg["e_max"] - 1), 25.0) * 2,
+            self.hinge(100 * np.log(ta / tg["t_auto"]), 1.0) * 3,
+            self.hinge(100 * np.log(ea / tg["e_auto"]), 1.0) * 3,
+            self.hinge(100 * (T[k, ib] / ta - 1) - tg["dt_best"], 1.0) * bw,
+            self.hinge(100 * (E[k, ib] / ea - 1) - tg["de_best"], 2.0) * bw,
+            self.hinge(100 * (T.min(1) / tg["t_min"] - 1), 25.0) * 2,
+            self.hinge(100 * (T.max(1) / tg["t_max"] - 1), 25.0) * 2,
+            self.hinge(100 * (E.min(1) / tg["e_min"] - 1), self.opt.emin_tol_pct) * 2,
+            self.hinge(100 * (E.max(1) / tg["e_max"] - 1), 25.0) * 2,
             np.log(np.maximum(np.exp(xk[:, 0]) / (0.02 * tg["t_auto"]), 1.0)) / 10.0,
         ])
 
     def kres_one(self, i: int, Ti: np.ndarray, Ei: np.ndarray, zi: np.ndarray) -> np.ndarray:
         """Kernel i's residuals from its own row (the per-kernel part of ``kres``)."""
         sub = _Problem.__new__(_Problem)
-        sub.opt, sub.ia, sub.lam = self.opt, self.ia, self.lam
+        sub.opt, sub.ia, sub.lam, sub.hinge = self.opt, self.ia, self.lam, self.hinge
         sub.ib = self.ib[i:i + 1]
         sub.tg = {k: v[i:i + 1] for k, v in self.tg.items()}
         return sub.kres(Ti[None, :], Ei[None, :], zi[None, :]).ravel()
@@ -332,27 +378,24 @@ class _Problem:
         PT, PE = apply_context(self.ctx, self.spec, self.sweep.settings, PT, PE)
         mt = 100 * (PT / PT[..., ia:ia + 1] - 1)
         me = 100 * (PE / PE[..., ia:ia + 1] - 1)
-        rt = w * (mt - self.sweep.time_change_pct) / self.sig_t
-        re = w * (me - self.sweep.energy_change_pct) / self.sig_e
+        rt = w * self.keep * (mt - self.sweep.time_change_pct) / self.sig_t
+        re = w * self.keep * (me - self.sweep.energy_change_pct) / self.sig_e
         lead = PT.shape[:-2]
         r = np.concatenate([rt.reshape(*lead, -1), re.reshape(*lead, -1)], axis=-1)
         if self.opt.pass_loss == "soft_l1":  # ½ Σ of the squares below = Σ (√(1 + r²) − 1)
             r = np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
         return r
 
-    def resid_from(self, T, E, xk):
-        return np.concatenate([self.kres(T, E, xk).ravel(), self.pres(*self.sums(T, E))])
-
     def fun(self, x):
         xc, xk = self.unpack(x)
-        T, E = self.model(xc, xk)
-        return self.resid_from(T, E, xk)
+        T, E, TP, EP = self.model(xc, xk)
+        return np.concatenate([self.kres(T, E, xk).ravel(), self.pres(*self.sums(TP, EP))])
 
     def jac(self, x):
         xc, xk = self.unpack(x)
-        T, E = self.model(xc, xk)
+        T, E, TP, EP = self.model(xc, xk)
         K0 = self.kres(T, E, xk)
-        PT, PE = self.sums(T, E)
+        PT, PE = self.sums(TP, EP)
         P0 = self.pres(PT, PE)
         r0 = np.concatenate([K0.ravel(), P0])
         n = self.n
@@ -363,19 +406,20 @@ class _Problem:
             x1[j] += h
             J[:, j] = (self.fun(x1) - r0) / h
         self.ctx = self.context_of(x)  # fun(x1) left the last column's context behind
+        self.struct = self.structure_of(x)
         h = 1e-6
         rows_k = np.arange(_NKR)[:, None] * n + np.arange(n)[None, :]
         onehot = np.stack([(self.passes == k) for k in range(2)], axis=1).astype(float)  # (n, 2)
         for q in range(_NK):
             xk1 = xk.copy()
             xk1[:, q] += h
-            T1, E1 = self.model(xc, xk1)
+            T1, E1, TP1, EP1 = self.model(xc, xk1)
             cols = _NC + _NK * np.arange(n) + q
             dK = (self.kres(T1, E1, xk1) - K0) / h  # kernel i's residuals move with kernel i's parameter only
             J[rows_k, cols[None, :]] = dK
             # pass sums with kernel i's row replaced, for every i at once: (n, 2, settings)
-            dT = (self.rep[:, None] * (T1 - T))[:, None, :] * onehot[:, :, None]
-            dE = (self.rep[:, None] * (E1 - E))[:, None, :] * onehot[:, :, None]
+            dT = (self.rep[:, None] * (TP1 - TP))[:, None, :] * onehot[:, :, None]
+            dE = (self.rep[:, None] * (EP1 - EP))[:, None, :] * onehot[:, :, None]
             dP = (self.pres(PT[None] + dT, PE[None] + dE) - P0[None]) / h
             J[_NKR * n:, cols] = dP.T
         return J
@@ -392,9 +436,9 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
     joint-fit values sit in a poor local minimum gets other starts (seeded, so the result is deterministic)."""
     x = x.copy()
     xc, xk = pb.unpack(x)
-    spec = card_from_vector(pb.base, xc)
-    T, E = pb.model(xc, xk)
-    PT, PE = pb.sums(T, E)
+    T, E, TP, EP = pb.model(xc, xk)
+    spec = pb.spec
+    PT, PE = pb.sums(TP, EP)
     rng = np.random.default_rng(0)
     n = pb.n
     for i in range(n):
@@ -402,17 +446,16 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
         lo_i, hi_i = lo[sl], hi[sl]
         pi = pb.passes[i]
         base_t, base_e = PT.copy(), PE.copy()
-        base_t[pi] -= pb.rep[i] * T[i]
-        base_e[pi] -= pb.rep[i] * E[i]
+        base_t[pi] -= pb.rep[i] * TP[i]
+        base_e[pi] -= pb.rep[i] * EP[i]
 
         def resid(z, i=i, pi=pi, base_t=base_t, base_e=base_e):
             kp = _kernel_params((pb.keys[i],), z[None, :])
-            ev = evaluate(spec, kp, pb.C, pb.M)
-            Ti, Ei = ev.time_s, ev.energy_j
+            Ti, Ei, TPi, EPi = pb.kernel_eval(spec, kp)
             k = pb.kres_one(i, Ti[0], Ei[0], z)
             pt, pe = base_t.copy(), base_e.copy()
-            pt[pi] += pb.rep[i] * Ti[0]
-            pe[pi] += pb.rep[i] * Ei[0]
+            pt[pi] += pb.rep[i] * TPi[0]
+            pe[pi] += pb.rep[i] * EPi[0]
             return np.concatenate([k, pb.pres(pt, pe)])
 
         best_z = xk[i].copy()
@@ -426,9 +469,9 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
         if not np.array_equal(best_z, xk[i]):
             xk[i] = best_z
             kp = _kernel_params((pb.keys[i],), best_z[None, :])
-            ev = evaluate(spec, kp, pb.C, pb.M)
-            T[i], E[i] = ev.time_s[0], ev.energy_j[0]
-            PT, PE = pb.sums(T, E)
+            Ti, Ei, TPi, EPi = pb.kernel_eval(spec, kp)
+            T[i], E[i], TP[i], EP[i] = Ti[0], Ei[0], TPi[0], EPi[0]
+            PT, PE = pb.sums(TP, EP)
     x[_NC:_NC + _NK * n] = xk.ravel()
     return x
 
@@ -449,7 +492,7 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
     share_m = np.where(memb, 0.95, 0.45)
     xk0 = np.column_stack([np.log(0.01 * tg["t_auto"]), np.log(share_c * tg["t_auto"]), np.log(share_m * tg["t_auto"]),
                            np.log(np.where(memb, 0.9, 1.1)), np.zeros(n)])
-    xp0 = np.array([(p[3] - p[1]) / (p[2] - p[1]) for p in pb.pp])
+    xp0 = np.array([(p[3] - p[1]) / (p[2] - p[1]) for p in pb.pp] + [(p[3] - p[1]) / (p[2] - p[1]) for p in pb.sp])
     x0 = np.concatenate([(_X0 - _LO) / (_HI - _LO), xk0.ravel(), xp0])
     if options.start:
         import json
@@ -465,8 +508,8 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
         xk_s = np.log(np.array([[p["t0_s"], p["tc_s"], p["tm_s"], p["uc"], p["um"]] for p in st["params"]]))
         x0 = np.concatenate([np.clip((xc_s - _LO) / (_HI - _LO), 0, 1), xk_s.ravel(), xp0])
     lo = np.concatenate([np.zeros(_NC), np.tile([-np.inf, -np.inf, -np.inf, np.log(0.05), np.log(0.05)], n),
-                         np.zeros(pb.np_)])
-    hi = np.concatenate([np.ones(_NC), np.tile([np.inf, np.inf, np.inf, np.log(3.0), np.log(3.0)], n), np.ones(pb.np_)])
+                         np.zeros(pb.np_ + len(pb.sp))])
+    hi = np.concatenate([np.ones(_NC), np.tile([np.inf, np.inf, np.inf, np.log(3.0), np.log(3.0)], n), np.ones(pb.np_ + len(pb.sp))])
     ks = slice(_NC, _NC + _NK * n)
     hi[ks][::_NK] = np.log(tg["t_auto"])
     for j in (1, 2):  # core and memory time between 1e-4 and 20 times the auto time (keeps steps finite)
@@ -504,9 +547,10 @@ def calibrate_joint(rows: list[dict], sweep: PassSweep, trace, base: GpuSpec = R
                             x_scale="jac", max_nfev=options.refine_nfev, ftol=1e-10, xtol=1e-10, gtol=1e-10)
         x, nfev = res.x, nfev + res.nfev
     xc, xk = pb.unpack(x)
-    spec = card_from_vector(base, xc)
+    struct = pb.structure_of(x)
+    spec = apply_structure(card_from_vector(base, xc), struct)
     return JointResult(spec, pb.params(xk), tuple(float(v) for v in xc), float(0.5 * np.sum(pb.fun(x) ** 2)),
-                       int(nfev), time.perf_counter() - t_start, pb.context_of(x))
+                       int(nfev), time.perf_counter() - t_start, pb.context_of(x), tuple(struct.items()))
 
 
 def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace, loss_pass: str = "backward") -> dict:
@@ -514,7 +558,9 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
     from kdvfs.calibrate import CalibrationResult, report
 
     st = list(sweep.settings)
-    ev = evaluate(result.spec, result.params, np.array([s[0] for s in st]), np.array([s[1] for s in st]))
+    struct = dict(result.structure)
+    ev = evaluate(result.spec, result.params, pass_requests(np.array([s[0] for s in st]), struct, result.spec.boost_core_mhz),
+                  np.array([s[1] for s in st]), cap_w=struct.get("pass_cap_w"))  # the kernels as they run in a pass
     ctx = result.context
     pe = pass_errors(ev.time_s, ev.energy_j, trace.repeats, pass_index(trace, loss_pass), sweep, ctx, result.spec)
     other = "forward" if loss_pass == "backward" else "backward"
@@ -526,6 +572,8 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
     summary["loss_pass"] = loss_pass
     if not ctx.neutral:
         summary["pass_context"] = {f: float(getattr(ctx, f)) for f in ctx.__dataclass_fields__}
+    if struct:
+        summary["structure"] = struct
     summary[f"with_loss_in_{other}"] = {k: v for k, v in pe_other.items() if not isinstance(v, np.ndarray)}
     passes = []
     for k, p in enumerate(("forward", "backward")):
@@ -558,6 +606,7 @@ def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | P
             "(`kdvfs profile calibrate spaan2026 --method joint`)")
     doc = {"what": what,
            "card_vector": dict(zip((c[0] for c in CARD_PARAMS), result.x)),
+           **({"structure": dict(result.structure)} if result.structure else {}),
            "summary": report_doc["kernel"], "pass_level": report_doc["pass_level"], "card": report_doc["card"],
            "params": result.params.as_rows(), "kernels": report_doc["kernels"], "passes": report_doc["passes"]}
     p2 = out / f"{trace.name}.calibration.json"
@@ -595,6 +644,12 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         raise InputError(f"calibration method {options.method!r} is not one of {', '.join(METHODS)}")
     check_table(rows, RTX3080TI, trace)
     parse_terms(options.pass_terms)  # an unknown term is refused before the minutes of fitting
+    parse_structure(options.structure)
+    parse_drop(options.pass_drop)
+    if options.kernel_loss not in KERNEL_LOSSES:
+        raise InputError(f"--fit-option kernel_loss={options.kernel_loss!r} is not one of {', '.join(KERNEL_LOSSES)}")
+    if (options.structure or options.kernel_loss != "hinge") and options.method == "table":
+        raise InputError("--fit-option structure and kernel_loss need --method joint: the table method has its own loss")
     if options.pass_loss not in PASS_LOSSES:
         raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
     if options.pass_terms and options.method == "table":
@@ -616,6 +671,8 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     rep["evaluations"] = res.nfev
     rep["cost"] = res.cost
     rep["card_vector"] = dict(zip((c[0] for c in CARD_PARAMS), res.x))
+    if res.structure:
+        rep["structure"] = dict(res.structure)
     rep["preset_matches"] = _preset_matches(res.spec)
     rep["preset_source"] = preset_source(res.spec)
     rep["method"] = options.method

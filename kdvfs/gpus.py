@@ -116,6 +116,9 @@ class GpuSpec:
             ``quirk_mem_fallback_mhz``.
         auto_mem_bw_factor: memory bandwidth with the memory clock on auto relative to the highest clock locked (1: the
             same).
+        mem_traffic_scale: memory traffic power per memory clock, relative to ``mem_traffic_power_w`` (one factor per
+            ``mem_clocks_mhz`` entry; empty: 1 at every clock): moving a byte at a lower memory clock and voltage
+            costs less energy. Only the joint RTX 3080 Ti calibration sets it (``structure=memtraffic``).
         switch: the clock-switch latency model.
         sources: field name → source of its number.
     """
@@ -151,6 +154,7 @@ class GpuSpec:
     slow_exponent: float = 4.0
     quirk_core_clamp_mhz: tuple[tuple[int, int], ...] = ()
     auto_mem_bw_factor: float = 1.0
+    mem_traffic_scale: tuple[float, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=())
     peak_tflops_dtype: tuple[tuple[str, float], ...] = ()
     work_activity: tuple[tuple[str, float], ...] = ()

@@ -139,7 +139,10 @@ def _power(spec: GpuSpec, tc, tm, uc, um, fc, fm, t, extra, auto_mem=None) -> np
         idle = idle + np.where(auto_mem, (spec.auto_mem_extra_w + spec.auto_mem_traffic_w * traffic)
                                * spec.auto_mem_ramp(fc), 0.0)
     # the same order of operations as before the auto-memory term: stored fits are reproduced to the last bit
-    return idle + spec.core_power_w * uc * spec.core_power_shape(fc) + spec.mem_traffic_power_w * um * tm / t
+    traffic_w = spec.mem_traffic_power_w * um * tm / t
+    if spec.mem_traffic_scale:  # energy per byte falls with the memory clock (default off: every card but a joint fit)
+        traffic_w = traffic_w * np.interp(fm, spec.mem_clocks_mhz, spec.mem_traffic_scale)
+    return idle + spec.core_power_w * uc * spec.core_power_shape(fc) + traffic_w
 
 
 def evaluate(spec: GpuSpec, params: KernelParams, core_mhz, mem_mhz, *, kernel_index=None, cap_w: float | None = None,

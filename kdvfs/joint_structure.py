@@ -1,0 +1,91 @@
+"""Structural terms of the joint RTX 3080 Ti calibration (issue 11, session 7), off unless asked for.
+
+``kdvfs.calibrate_joint`` fits them with the card and the kernels when ``JointOptions.structure`` names them
+(``--fit-option structure=memtraffic,passcap,passboost``); ``docs/model.md`` ("Structural terms") says why each exists
+and ``validation/rtx3080ti-calibration/README.md`` ("Session 7") what the fits gave. Each is a card-level term acting on
+every setting, none on a single one:
+
+- ``memtraffic``: memory traffic power per memory clock (``GpuSpec.mem_traffic_scale``), 3 shares;
+- ``passcap``: the cap a kernel meets inside a pass (the pass-level sums only), 1 value;
+- ``passboost``: the top core clock inside a pass, a share of the boost clock, 1 value.
+
+Also here: the band loss of the per-kernel targets (``kernel_loss=band``) and the diagnostic ``pass_drop``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from kdvfs.errors import InputError
+from kdvfs.gpus import AUTO, GpuSpec
+from kdvfs.passweep import study_settings
+
+__all__ = ["BAND_SLOPE", "KERNEL_LOSSES", "STRUCTURE_TERMS", "apply_structure", "band_residual", "parse_drop", "parse_structure",
+           "pass_requests", "structure_params"]
+
+KERNEL_LOSSES = ("hinge", "band")
+BAND_SLOPE = 4.0
+# structural card terms (``JointOptions.structure``): name → its parameters (name, lower, upper, start)
+STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
+    "memtraffic": (("traffic_share_9251", 0.5, 1.0, 0.97), ("traffic_share_5001", 0.1, 1.0, 0.7),
+                   ("traffic_share_low", 0.1, 1.0, 0.7)),
+    "passcap": (("pass_cap_w", 330.0, 520.0, 360.0),),
+    "passboost": (("pass_boost_share", 0.9, 1.0, 0.98),),
+}
+
+
+def parse_structure(text: str) -> tuple[str, ...]:
+    """``memtraffic,passcap`` → the structural terms; an unknown name is an ``InputError``."""
+    names = tuple(t.strip() for t in (text or "").split(",") if t.strip() and t.strip() != "none")
+    for t in names:
+        if t not in STRUCTURE_TERMS:
+            raise InputError(f"--fit-option structure: {t!r} is not one of {', '.join(STRUCTURE_TERMS)}; give a comma "
+                             "list of them (or none)")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_drop(text: str) -> tuple[tuple[int, int], ...]:
+    """``auto/9501,1890/9251`` → settings of the study's 66; anything else is an ``InputError``."""
+    out = []
+    for item in (t.strip() for t in (text or "").split(",") if t.strip()):
+        c, _, m = item.partition("/")
+        try:
+            st = tuple(AUTO if v.strip() == "auto" else int(v) for v in (c, m))
+        except ValueError:
+            st = ()
+        if st not in study_settings():
+            raise InputError(f"--fit-option pass_drop: {item!r} is not one of the study's settings; give core/memory "
+                             "pairs such as auto/9501 or 1890/9251, comma-separated")
+        out.append(st)
+    return tuple(out)
+
+
+def structure_params(terms: tuple[str, ...]) -> tuple[tuple[str, float, float, float], ...]:
+    return tuple(p for t in STRUCTURE_TERMS if t in terms for p in STRUCTURE_TERMS[t])
+
+
+def pass_requests(core_mhz: np.ndarray, values: dict, boost_mhz: float) -> np.ndarray:
+    """The core clocks the kernels of a pass are asked for: with ``pass_boost_share``, auto and any request above
+    ``pass_boost_share · boost_mhz`` run at that clock (GPU Boost's top clock in a sustained pass, below the one a
+    kernel reaches in its own loop); otherwise as given."""
+    if "pass_boost_share" not in values:
+        return core_mhz
+    f = values["pass_boost_share"] * boost_mhz
+    return np.where(core_mhz == AUTO, f, np.minimum(core_mhz, f))
+
+
+def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
+    """The card with the structural terms' values set (``pass_cap_w`` is not the card's: it acts on pass sums)."""
+    if "traffic_share_9251" in values:
+        s9251 = values["traffic_share_9251"]
+        s5001 = s9251 * values["traffic_share_5001"]
+        low = s5001 * values["traffic_share_low"]
+        spec = replace(spec, mem_traffic_scale=(low, low, s5001, s9251, 1.0))
+    return spec
+
+
+def band_residual(e, tol):
+    """No penalty inside 90 % of the tolerance, steep (``BAND_SLOPE``) beyond: the target as a band."""
+    return BAND_SLOPE * np.sign(e) * np.maximum(np.abs(e) - 0.9 * tol, 0.0) / tol
