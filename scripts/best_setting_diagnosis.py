@@ -161,19 +161,26 @@ def diagnose(path: str | Path, rows: list[dict], trace) -> dict:
             "kernels": kernels}
 
 
+def _pass_totals(rows: list[dict], trace):
+    """For the forward and the backward pass: (index, name, its kernels' row indices, their auto time and energy
+    summed with repeats)."""
+    passes = pass_index(trace, "backward")
+    rep = trace.repeats.astype(float)
+    for p, pname in enumerate(("forward", "backward")):
+        sel = [i for i in range(len(rows)) if passes[i] == p]
+        yield (p, pname, sel, sum(rep[i] * rows[i]["t_auto"] for i in sel),
+               sum(rep[i] * rows[i]["e_auto"] for i in sel))
+
+
 def data_groups(rows: list[dict], trace) -> list[dict]:
     """Model-free: kernels grouped by best setting, their share of each pass and what they alone contribute there,
     next to the sweep at that setting."""
     b = bundled_dir()
     sw = read_pass_sweep(b / "spaan2026_fig3_fig4_pass_level.csv", RTX3080TI)
     st = list(sw.settings)
-    passes = pass_index(trace, "backward")
     rep = trace.repeats.astype(float)
     out = []
-    for p, pname in enumerate(("forward", "backward")):
-        sel = [i for i in range(len(rows)) if passes[i] == p]
-        tt = sum(rep[i] * rows[i]["t_auto"] for i in sel)
-        ee = sum(rep[i] * rows[i]["e_auto"] for i in sel)
+    for p, pname, sel, tt, ee in _pass_totals(rows, trace):
         for s in sorted({(rows[i]["best_core"], rows[i]["best_mem"]) for i in sel}):
             g = [i for i in sel if (rows[i]["best_core"], rows[i]["best_mem"]) == s]
             ts = sum(rep[i] * rows[i]["t_auto"] for i in g) / tt
@@ -198,13 +205,9 @@ def locked_memory_requirement(rows: list[dict], trace) -> list[dict]:
     b = bundled_dir()
     sw = read_pass_sweep(b / "spaan2026_fig3_fig4_pass_level.csv", RTX3080TI)
     j = list(sw.settings).index((AUTO, 9501))
-    passes = pass_index(trace, "backward")
     rep = trace.repeats.astype(float)
     out = []
-    for p, pname in enumerate(("forward", "backward")):
-        sel = [i for i in range(len(rows)) if passes[i] == p]
-        tt = sum(rep[i] * rows[i]["t_auto"] for i in sel)
-        ee = sum(rep[i] * rows[i]["e_auto"] for i in sel)
+    for p, pname, sel, tt, ee in _pass_totals(rows, trace):
         for label, mems in (("with_9251", (9501, 9251)), ("without_9251", (9501,))):
             g = [i for i in sel if rows[i]["best_core"] == AUTO and rows[i]["best_mem"] in mems]
             ts = sum(rep[i] * rows[i]["t_auto"] for i in g) / tt

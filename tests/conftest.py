@@ -50,6 +50,17 @@ def run_cli(args, capsys):
     return code, out.out, out.err
 
 
+def one_error_line(code, out, err, *needles):
+    """A refused command: exit 2, no traceback, one ``kdvfs: error:`` line on stderr holding each of ``needles``."""
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kdvfs: error:"), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 

@@ -10,21 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import one_error_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = Path(__file__).parent / "data" / "foreign-transformer.kineto.json.gz"
 CHAR4 = ROOT / "validation/h200/characterization/characterization4.json.gz"
 
 
-def _one_error_line(code, out, err, *needles):
-    assert code == 2, (code, out, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kdvfs: error:"), err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+_one_error_line = one_error_line
 
 
 # ----------------------------------------------------------------------------------------------- validate-steps

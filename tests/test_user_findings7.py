@@ -10,6 +10,7 @@ import gzip
 import json
 
 import pytest
+from conftest import one_error_line
 
 from kdvfs.importers import import_kineto
 from kdvfs.work import op_work, work_from_name
@@ -174,13 +175,7 @@ def _toy_steps(tmp_path, **top):
     return tmp_path
 
 
-def _one_error_line(code, out, err, *needles):
-    assert code == 2, (code, out, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kdvfs: error:"), err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
+_one_error_line = one_error_line
 
 
 def test_validate_steps_refuses_steps_measured_on_another_card(tmp_path, capsys):
