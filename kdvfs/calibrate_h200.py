@@ -416,11 +416,17 @@ def run_h200_fit(data, command: str = "") -> dict:
     }
 
 
-def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "") -> GpuSpec:
-    """``base`` with the fitted constants of a ``kdvfs-h200-fit/1`` document, each with its source."""
+def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "", where: str = "the fit") -> GpuSpec:
+    """``base`` with the fitted constants of a ``kdvfs-h200-fit/1`` document, each with its source; ``where`` names
+    the document in errors."""
     if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
-        raise InputError(f"not a {FIT_FORMAT} document; write one with `kdvfs calibrate-h200`")
-    return apply_h200_fit(base, fit["params"], source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`")
+        got = fit.get("format") if isinstance(fit, dict) else None
+        hint = {"kdvfs-characterization/1": " (a characterisation file: give it with --data)",
+                "kdvfs-h200-fit-check/1": " (the report of a check, not a fit)"}.get(str(got), "")
+        raise InputError(f"{where} is not a {FIT_FORMAT} document: its format is {got!r}{hint}; give a fit written by "
+                         "`kdvfs calibrate-h200` (e.g. validation/h200/characterization/fit.json)")
+    return apply_h200_fit(base, fit.get("params"), source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`",
+                          where=where)
 
 
 def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:
@@ -463,11 +469,11 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
     return out
 
 
-def check_h200_fit(fit: dict, data, command: str = "") -> dict:
+def check_h200_fit(fit: dict, data, command: str = "", where: str = "the fit") -> dict:
     """A stored fit (``kdvfs-h200-fit/1``) against characterisation files, without fitting: each measured kernel's
     predicted clock and power beside the measurement, and how many meet the targets. For files the fit did not see
     (a new campaign), this is a held-out check. Launch-bound and duty entries take the fit's own gap power."""
-    spec = spec_from_fit(fit)
+    spec = spec_from_fit(fit, where=where)
     rows, gap_w, paths, _ = prepared_rows(data)
     fitted_gap = (fit.get("params") or {}).get("gap_power_w")
     gw = fitted_gap if fitted_gap is not None else gap_w
