@@ -184,3 +184,18 @@ def test_characterize_checks_its_output_before_measuring(tmp_path, capsys):
     out = tmp_path / "new" / "c.json"
     assert run_cli(["characterize", *FAST, "--set", "held-duty", "-o", str(out)], capsys)[0] == 0
     assert out.is_file()
+
+
+# --------------------------------------------------------------------------------------------- validate-steps
+@pytest.mark.parametrize("opt,target", [("-o", "steps.json"), ("-o", "m.kineto.json.gz"), ("--plot", "steps.json")])
+def test_validate_steps_never_writes_over_its_inputs(tmp_path, capsys, opt, target):
+    """Now that validate-steps takes the steps.json path, ``validate-steps DIR/steps.json -o DIR/steps.json``
+    replaced the measurement with the report (exit 0); ``-o`` on a recorded trace replaced the trace."""
+    (tmp_path / "steps.json").write_text(json.dumps({"format": "kdvfs-steps/1", "gpu": "NVIDIA H200", "steps": [
+        {"model": "m", "trace": "m.kineto.json.gz", "step_time_s": 0.1, "step_energy_j": 50.0}]}))
+    (tmp_path / "m.kineto.json.gz").write_bytes(b"recorded")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code, _, err = run_cli(["validate-steps", str(tmp_path / "steps.json"), "--gpu", "h200", opt,
+                            str(tmp_path / target)], capsys)
+    assert code == 2 and "is one of the measurements validate-steps reads" in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
