@@ -114,6 +114,7 @@ def zoo_rows(doc: dict) -> list[dict]:
     ``busy`` (``busy_fraction``) and ``ws_bytes`` (the bytes one launch touches: a graph replay's bytes / launches)."""
     defs = _zoo_defs()
     rows = []
+    untimed = []  # duty entries without burst timing (a fake campaign records none)
     for k in doc.get("kernels", []):
         if "skipped" in k:
             continue
@@ -129,6 +130,7 @@ def zoo_rows(doc: dict) -> list[dict]:
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
+                untimed.append(r["name"])
                 continue  # no burst timing recorded: the busy share is unknown
             if not r.get("time_mean_s"):  # the median wait would leave the host's time out of the period (item 8)
                 raise InputError(f"duty entry {r['name']!r} has no 'time_mean_s' (the measured window over its "
@@ -138,7 +140,11 @@ def zoo_rows(doc: dict) -> list[dict]:
             r["uncapped"] = True
         rows.append(r)
     if not rows:
-        raise InputError("the characterisation file holds no measured zoo kernel; run `kdvfs characterize` first")
+        why = (f"; its {len(untimed)} duty entr{'y' if len(untimed) == 1 else 'ies'} ({', '.join(untimed[:3])}"
+               f"{', …' if len(untimed) > 3 else ''}) have no 'burst_time_s' (the burst's timed GPU time, which a duty "
+               "entry's busy share needs: `kdvfs characterize --backend nvml` records it, the fake backend does not)"
+               if untimed else "; run `kdvfs characterize` first")
+        raise InputError(f"the characterisation file holds no measured zoo kernel that can be predicted{why}")
     return rows
 
 

@@ -199,3 +199,12 @@ def test_validate_steps_never_writes_over_its_inputs(tmp_path, capsys, opt, targ
                             str(tmp_path / target)], capsys)
     assert code == 2 and "is one of the measurements validate-steps reads" in err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_check_of_a_fake_duty_campaign_says_why_nothing_can_be_predicted(tmp_path, capsys):
+    """A fake campaign of a duty set ('characterize --backend fake --set held-duty') was refused by --check with
+    'holds no measured zoo kernel; run `kdvfs characterize` first', though it had just been run."""
+    out = tmp_path / "c.json"
+    assert run_cli(["characterize", *FAST, "--set", "held-duty", "-o", str(out)], capsys)[0] == 0
+    code, _, err = run_cli(["calibrate-h200", "--check", str(FIT), "--data", str(out)], capsys)
+    assert code == 2 and "8 duty entries" in err and "'burst_time_s'" in err

@@ -235,7 +235,8 @@ def register(sub, j) -> None:
     sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
     sp.add_argument("--gpu", default="h200", help="fake backend: the preset it simulates")
     sp.add_argument("--replay", help="fake backend: replay a characterisation file's clocks and power")
-    sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
+    sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; a rerun resumes the same "
+                                            "campaign: same card, driver, --window and --warmup; .gz is gzipped)")
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
@@ -262,8 +263,9 @@ def register(sub, j) -> None:
     sp.add_argument("--models", help="comma-separated (default: all); a name with -b<N> runs it at batch N per GPU "
                                       "(e.g. llama-0.5b-b2)")
     sp.add_argument("--window", type=float, default=10.0, help="measured window per model, seconds (default 10)")
-    sp.add_argument("--warmup", type=float, default=2.0)
-    sp.add_argument("--small", action="store_true", help="tiny models (dry run)")
+    sp.add_argument("--warmup", type=float, default=2.0, help="seconds of steps before each window (default 2)")
+    sp.add_argument("--small", action="store_true", help="tiny models (a quick run of the code path; still "
+                                                                  "reads NVML, so it needs the driver)")
     sp.add_argument("--allow-clock-control", action="store_true", help="refused: measure-steps only observes")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_steps)
