@@ -208,3 +208,19 @@ def test_check_of_a_fake_duty_campaign_says_why_nothing_can_be_predicted(tmp_pat
     assert run_cli(["characterize", *FAST, "--set", "held-duty", "-o", str(out)], capsys)[0] == 0
     code, _, err = run_cli(["calibrate-h200", "--check", str(FIT), "--data", str(out)], capsys)
     assert code == 2 and "8 duty entries" in err and "'burst_time_s'" in err
+
+
+# ------------------------------------------------------------------------------------------------ work estimates
+def test_negative_sizes_are_no_work():
+    """A Kineto trace whose 'Input Dims' or launch grid held negative sizes (corrupt, hand-edited) imported with exit 0
+    and 155 of 454 kernels at negative FLOPs or bytes (the Gemma step with its dims negated). A negative size is now
+    no shape: the op falls back to the name, a negative grid to unknown work."""
+    from kdvfs.work import op_work, work_from_name
+
+    for op, dims in (("aten::softmax", [[-3, 5], [1]]), ("aten::_foreach_sqrt", [[-1]]), ("aten::mm", [[-4, 8], [8, 4]])):
+        w = op_work(op, dims, ["float", "float"])
+        assert w is None or (w.flops >= 0 and w.bytes >= 0), (op, w)
+    name = "void at::native::elementwise_kernel<128, 2, foo>"
+    assert work_from_name(name, "elementwise", [-1, 1, 1], [128, 1, 1], 1e-5) is None
+    assert work_from_name(name, "elementwise", [4, 1, 1], [-5, 1, 1], 1e-5) is None
+    assert work_from_name(name, "elementwise", [4, 1, 1], [128, 1, 1], 1e-5).bytes > 0
