@@ -288,8 +288,11 @@ def reference_probe(doc: dict, percentile: float = 1.0) -> dict:
 
 # ---------------------------------------------------------------------- the campaign
 def _atomic_write(path: Path, doc: dict) -> None:
+    data = (json.dumps(doc, indent=1) + "\n").encode()
+    if path.suffix == ".gz":  # a file named .gz is gzip (mtime 0: same document, same bytes)
+        data = gzip.compress(data, mtime=0)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -357,6 +360,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
     doc: dict[str, Any]
     if out.exists():
         doc = load_characterization(out)
+        _check_resume(out, doc, be, window_s, warmup_s)
         say(f"resuming {out}: {len(doc['kernels'])} zoo entries already measured")
     else:
         doc = {"format": FORMAT, "gpu": be.name, "driver": _driver(be), "power_limit_w": caps.power_limit_w,
@@ -366,6 +370,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         doc["idle"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz()),
                        "temperature_c": be.temperature_c() if hasattr(be, "temperature_c") else None}
     done = {k["name"] for k in doc["kernels"]}
+    n_before = (len(doc["kernels"]), len(doc["step_responses"]))
     for i, k in enumerate(zoo):
         if k.name in done:
             continue
@@ -403,9 +408,25 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
             doc["step_responses"].append(sr)
             reference_probe(doc)
             _atomic_write(out, doc)
+    if out.exists() and (len(doc["kernels"]), len(doc["step_responses"])) == n_before:
+        say(f"{out}: every entry asked for is already measured; the file is left as it is")
+        return doc  # nothing new: the idle reading after the campaign stays the campaign's
     doc["idle_after"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz())}
     _atomic_write(out, doc)
     return doc
+
+
+def _check_resume(out: Path, doc: dict, be, window_s: float, warmup_s: float) -> None:
+    """Resume only the same campaign: entries of another card, driver or window in one file would be fitted as one
+    measurement (a fake run resumed into a real card's file would add the fake's numbers to it without a word)."""
+    now = {"gpu": be.name, "driver": _driver(be), "window_s": window_s, "warmup_s": warmup_s}
+    for key, v in now.items():
+        had = doc.get(key)
+        same = (had == v) if key in ("gpu", "driver") else (isinstance(had, (int, float)) and abs(had - v) < 1e-9)
+        if had is not None and not same:
+            raise InputError(f"{str(out)!r} holds a campaign with {key} {had!r}; this run has {key} {v!r}, so its "
+                             "entries cannot be added to that file (resuming continues the same campaign); give a "
+                             "new -o file, or the same --window/--warmup on the same card and driver")
 
 
 def _driver(be) -> str:

@@ -115,6 +115,7 @@ def zoo_rows(doc: dict) -> list[dict]:
     ``busy`` (``busy_fraction``) and ``ws_bytes`` (the bytes one launch touches: a graph replay's bytes / launches)."""
     defs = _zoo_defs()
     rows = []
+    untimed = []  # duty entries without burst timing (a fake campaign records none)
     for k in doc.get("kernels", []):
         if "skipped" in k:
             continue
@@ -130,6 +131,7 @@ def zoo_rows(doc: dict) -> list[dict]:
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
+                untimed.append(r["name"])
                 continue  # no burst timing recorded: the busy share is unknown
             if not r.get("time_mean_s"):  # the median wait would leave the host's time out of the period (item 8)
                 raise InputError(f"duty entry {r['name']!r} has no 'time_mean_s' (the measured window over its "
@@ -139,7 +141,11 @@ def zoo_rows(doc: dict) -> list[dict]:
             r["uncapped"] = True
         rows.append(r)
     if not rows:
-        raise InputError("the characterisation file holds no measured zoo kernel; run `kdvfs characterize` first")
+        why = (f"; its {len(untimed)} duty entr{'y' if len(untimed) == 1 else 'ies'} ({', '.join(untimed[:3])}"
+               f"{', …' if len(untimed) > 3 else ''}) have no 'burst_time_s' (the burst's timed GPU time, which a duty "
+               "entry's busy share needs: `kdvfs characterize --backend nvml` records it, the fake backend does not)"
+               if untimed else "; run `kdvfs characterize` first")
+        raise InputError(f"the characterisation file holds no measured zoo kernel that can be predicted{why}")
     return rows
 
 
@@ -417,11 +423,17 @@ def run_h200_fit(data, command: str = "") -> dict:
     }
 
 
-def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "") -> GpuSpec:
-    """``base`` with the fitted constants of a ``kdvfs-h200-fit/1`` document, each with its source."""
+def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "", where: str = "the fit") -> GpuSpec:
+    """``base`` with the fitted constants of a ``kdvfs-h200-fit/1`` document, each with its source; ``where`` names
+    the document in errors."""
     if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
-        raise InputError(f"not a {FIT_FORMAT} document; write one with `kdvfs calibrate-h200`")
-    return apply_h200_fit(base, fit["params"], source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`")
+        got = fit.get("format") if isinstance(fit, dict) else None
+        hint = {"kdvfs-characterization/1": " (a characterisation file: give it with --data)",
+                "kdvfs-h200-fit-check/1": " (the report of a check, not a fit)"}.get(str(got), "")
+        raise InputError(f"{where} is not a {FIT_FORMAT} document: its format is {got!r}{hint}; give a fit written by "
+                         "`kdvfs calibrate-h200` (e.g. validation/h200/characterization/fit.json)")
+    return apply_h200_fit(base, fit.get("params"), source or f"fitted by `{fit.get('command') or 'kdvfs calibrate-h200'}`",
+                          where=where)
 
 
 def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[dict]:
@@ -464,11 +476,11 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None) -> list[d
     return out
 
 
-def check_h200_fit(fit: dict, data, command: str = "") -> dict:
+def check_h200_fit(fit: dict, data, command: str = "", where: str = "the fit") -> dict:
     """A stored fit (``kdvfs-h200-fit/1``) against characterisation files, without fitting: each measured kernel's
     predicted clock and power beside the measurement, and how many meet the targets. For files the fit did not see
     (a new campaign), this is a held-out check. Launch-bound and duty entries take the fit's own gap power."""
-    spec = spec_from_fit(fit)
+    spec = spec_from_fit(fit, where=where)
     rows, gap_w, paths, _ = prepared_rows(data)
     fitted_gap = (fit.get("params") or {}).get("gap_power_w")
     gw = fitted_gap if fitted_gap is not None else gap_w

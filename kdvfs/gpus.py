@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from kdvfs.errors import InputError, UnsupportedClockError
+from kdvfs.errors import FormatError, InputError, KdvfsError, UnsupportedClockError
 
-__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS", "H200_UNFITTED", "apply_h200_fit"]
+__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS", "H200_UNFITTED", "apply_h200_fit", "check_h200_fit_params"]
 
 AUTO = 0
 """Clock value meaning "the driver's own choice" in clock arrays (printed and stored as ``auto``)."""
@@ -394,8 +394,40 @@ H200_FIT_FILE = "h200.fit.json"
 _H200_FIT_FIELDS = ("core_power_w", "v_min", "vf_knee_mhz", "mem_traffic_power_w", "cap_w")
 
 
-def apply_h200_fit(base: GpuSpec, params: dict, source: str) -> GpuSpec:
-    """``base`` with fitted constants (``params`` of a ``kdvfs-h200-fit/1`` document), each sourced to ``source``."""
+def check_h200_fit_params(params, where: str = "the fit") -> None:
+    """Refuse ``params`` of a ``kdvfs-h200-fit/1`` document that are not a fit's: each card constant a positive finite
+    number, ``work_activity`` and ``peak_tflops_dtype`` objects of finite numbers ≥ 0 (> 0 for the peak rates). A NaN
+    or negative constant would otherwise turn every prediction into NaN or a power below idle without a word."""
+    import math
+
+    fix = "rewrite the fit with `kdvfs calibrate-h200` (or restore it from git)"
+    if not isinstance(params, dict):
+        raise FormatError(f"{where}: 'params' must be an object of fitted constants, got {params!r:.60}; {fix}")
+
+    def num(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    for k in _H200_FIT_FIELDS:
+        v = params.get(k)
+        if not (num(v) and v > 0):
+            raise FormatError(f"{where}: params[{k!r}] must be a positive finite number, got {v!r}; {fix}")
+    gap = params.get("gap_power_w")  # optional: fits before session 6 have none
+    if gap is not None and not (num(gap) and gap > 0):
+        raise FormatError(f"{where}: params['gap_power_w'] must be a positive finite number, got {gap!r}; {fix}")
+    for key, positive in (("work_activity", False), ("peak_tflops_dtype", True)):
+        d = params.get(key)
+        if not isinstance(d, dict) or not d:
+            raise FormatError(f"{where}: params[{key!r}] must be a non-empty object of numbers, got {d!r:.60}; {fix}")
+        for k, v in d.items():
+            if not (num(v) and (v > 0 if positive else v >= 0)):
+                raise FormatError(f"{where}: params[{key!r}][{k!r}] must be a finite number "
+                                  f"{'> 0' if positive else '≥ 0'}, got {v!r}; {fix}")
+
+
+def apply_h200_fit(base: GpuSpec, params: dict, source: str, where: str = "the fit") -> GpuSpec:
+    """``base`` with fitted constants (``params`` of a ``kdvfs-h200-fit/1`` document), each sourced to ``source``;
+    ``where`` names the document in the error if ``params`` are not a fit's (``check_h200_fit_params``)."""
+    check_h200_fit_params(params, where)
     card: dict = {k: float(params[k]) for k in _H200_FIT_FIELDS}  # values of several field types for replace()
     fitted = set(_H200_FIT_FIELDS) | {"work_activity"}
     sources = tuple((k, v) for k, v in base.sources if k not in fitted | {"peak_tflops_dtype"})
@@ -419,10 +451,24 @@ def _h200_fitted(base: GpuSpec) -> GpuSpec:
     if not path.exists():
         logging.getLogger(__name__).warning("%s is missing: the h200 preset uses its unfitted constants", path)
         return base
-    doc = json.loads(path.read_text())
-    src = (f"fitted to the observe-only characterisation zoo ({doc.get('data', '?')}) by `{doc.get('command', '')}`; "
-           f"stored in traces/{H200_FIT_FILE}")
-    return apply_h200_fit(base, doc["params"], src)
+    global _H200_FIT_PROBLEM
+    try:  # a broken bundled fit must not break `import kdvfs` (every command, other cards too): get_gpu("h200") says it
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or doc.get("format") != "kdvfs-h200-fit/1":
+            raise KdvfsError(f"its format is {doc.get('format') if isinstance(doc, dict) else None!r}, not "
+                             "'kdvfs-h200-fit/1'")
+        src = (f"fitted to the observe-only characterisation zoo ({doc.get('data', '?')}) by `{doc.get('command', '')}`; "
+               f"stored in traces/{H200_FIT_FILE}")
+        return apply_h200_fit(base, doc.get("params"), src, where=str(path))
+    except (OSError, ValueError, KdvfsError) as e:
+        _H200_FIT_PROBLEM = (f"the h200 preset's bundled fit {str(path)!r} is not usable ({e}); restore it "
+                             f"(`git checkout traces/{H200_FIT_FILE}`) or rewrite it with `kdvfs calibrate-h200`")
+        logging.getLogger(__name__).warning("%s", _H200_FIT_PROBLEM)
+        return base
+
+
+_H200_FIT_PROBLEM: str | None = None
+"""Why the bundled H200 fit could not be read, if it could not (``get_gpu("h200")`` then refuses with this)."""
 
 
 H200 = _h200_fitted(H200_UNFITTED)
@@ -488,4 +534,6 @@ def get_gpu(name: str) -> GpuSpec:
     g = PRESETS.get(name.lower().replace("-", "").replace(" ", "")) if isinstance(name, str) else None
     if g is None:
         raise InputError(f"unknown GPU {name!r}; the catalog has {', '.join(PRESETS)} (see `kdvfs gpu list`)")
+    if g.name == "h200" and _H200_FIT_PROBLEM:
+        raise FormatError(_H200_FIT_PROBLEM)
     return g

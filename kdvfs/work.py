@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -215,10 +216,10 @@ def _shape_list(dims: object) -> list[list[int]]:
     if not isinstance(dims, list):
         return out
     for d in dims:
-        if isinstance(d, list) and all(isinstance(x, int) for x in d):
+        if isinstance(d, list) and all(isinstance(x, int) and x >= 0 for x in d):
             out.append([int(x) for x in d])
         else:
-            out.append([])  # scalars, tensor lists, None
+            out.append([])  # scalars, tensor lists, None; a negative size (a corrupt trace) is no shape either
     return out
 
 
@@ -498,6 +499,8 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     (from ``elementwise_kernel<N``, else 4) elements, read and written once in the name's dtype.
     """
     dt = _name_dtype(name, category)
+    if any(not (isinstance(x, numbers.Real) and x >= 0) for x in (*(grid or ()), *(block or ()))):
+        return None  # a negative or non-integer launch size (a corrupt trace) says nothing: priced as unknown
     if category in ("gemm", "attention"):
         if not peak_flops:
             return None

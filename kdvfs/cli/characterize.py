@@ -7,6 +7,7 @@ runs ``characterize`` on ``hw_backend.fake.FakeNvml`` without torch (CI).
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 
@@ -29,8 +30,6 @@ def _say(msg: str) -> None:
 def _check_windows(a) -> None:
     """A measured window and a warm-up must be finite, the window positive: NaN ran a zero-length window, whose power
     read above the card's limit."""
-    import math
-
     for name in ("window", "warmup"):
         v = getattr(a, name, None)
         if v is not None and (not math.isfinite(v) or v < 0 or (name == "window" and v <= 0)):
@@ -44,9 +43,15 @@ def cmd_characterize(a) -> int:
 
     _refuse_control(a)
     _check_windows(a)
+    if not (math.isfinite(a.step_scale) and a.step_scale > 0):  # 0 ran step responses without a single probe
+        raise InputError(f"--step-scale {a.step_scale!r} must be a positive number (1 = the campaign's phase lengths); "
+                         "e.g. --step-scale 0.1, or --no-steps to skip the step responses")
     zoo = full_zoo() if a.set == "all" else ZOO_SETS[a.set]()
-    if a.only:
+    if a.only is not None:
         want = [s.strip() for s in a.only.split(",") if s.strip()]
+        if not want:
+            raise InputError(f"--only {a.only!r} names no kernel; give comma-separated zoo names "
+                             "(`kdvfs characterize --list` names them) or leave --only out")
         known = {k.name for k in zoo}
         bad = [w for w in want if w not in known]
         if bad:
@@ -59,6 +64,9 @@ def cmd_characterize(a) -> int:
         return 0
     if a.output is None:
         raise InputError("characterize: give -o/--output FILE.json for the results")
+    from kdvfs.fileio import check_output_path
+
+    check_output_path(a.output, "characterisation output", make_parents=True)  # before measuring, not after
     if a.backend == "fake":
         from hw_backend.fake import FakeNvml
         from kdvfs.gpus import get_gpu
@@ -136,15 +144,16 @@ def cmd_calibrate_h200(a) -> int:
     if not a.data and not all(Path(f).is_file() for f in DEFAULT_DATA):
         raise InputError(f"calibrate-h200: the default data ({DEFAULT_DATA[0]} and its siblings) is relative to a kdvfs "
                          f"checkout and is not under {str(Path.cwd())!r}; run from the repository root or give --data FILE")
-    from kdvfs.fileio import check_output_path
+    from kdvfs.fileio import check_output_path, write_atomic
 
-    check_output_path(a.output, "fit output", make_parents=True)  # before the fit, not after it
+    output = a.output or _DEFAULT_FIT_OUTPUT
+    check_output_path(output, "fit output", make_parents=True)  # before the fit, not after it
+    _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit")
     doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
     text = json.dumps(doc, indent=1) + "\n"
-    outs = [Path(a.output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
-    for o in outs:
-        o.parent.mkdir(parents=True, exist_ok=True)
-        o.write_text(text)
+    outs = [Path(output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
+    for o in outs:  # whole or not at all: a fit cut short would break the h200 preset
+        write_atomic(o, text.encode(), "fit output", make_parents=True)
     if a.json:
         print_json({k: v for k, v in doc.items() if k != "heldout"} | {"written": [str(o) for o in outs]})
         return 0
@@ -165,7 +174,6 @@ def cmd_calibrate_h200(a) -> int:
 def _check_h200(a, cmd: str) -> int:
     """``calibrate-h200 --check FIT``: the stored fit against ``--data`` files, nothing fitted or bundled."""
     import json
-    from pathlib import Path
 
     from kdvfs.calibrate_h200 import check_h200_fit
     from kdvfs.limiter_fit import load_json
@@ -173,12 +181,16 @@ def _check_h200(a, cmd: str) -> int:
     if not a.data:
         raise InputError("calibrate-h200 --check: give the characterisation file(s) to check the fit against with "
                          "--data FILE (e.g. --data validation/h200/characterization/characterization5.json.gz)")
-    doc = check_h200_fit(load_json(a.check), a.data, command=cmd)
-    if a.output != _DEFAULT_FIT_OUTPUT:  # the check writes only where asked, never over the fit
+    if a.output is not None:  # the check writes only where asked, never over a fit or a characterisation
         from kdvfs.fileio import check_output_path
 
         check_output_path(a.output, "check output", make_parents=True)
-        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+        _refuse_foreign(a.output, "kdvfs-h200-fit-check/1", "check output", "a check report")
+    doc = check_h200_fit(load_json(a.check), a.data, command=cmd, where=f"--check {a.check!r}")
+    if a.output is not None:
+        from kdvfs.fileio import write_atomic
+
+        write_atomic(a.output, (json.dumps(doc, indent=1) + "\n").encode(), "check output")
     if a.json:
         print_json(doc)
         return 0
@@ -198,12 +210,33 @@ def _check_h200(a, cmd: str) -> int:
 _DEFAULT_FIT_OUTPUT = "validation/h200/characterization/fit.json"
 
 
+def _refuse_foreign(path, fmt: str, what: str, kind: str) -> None:
+    """Refuse to write over an existing file that is not itself ``fmt`` (a measurement, a fit, the bundled fit the
+    h200 preset reads): the command's result replaces only an earlier result of its own kind."""
+    from pathlib import Path
+
+    from kdvfs.limiter_fit import load_json
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return
+    try:
+        doc = load_json(p)
+        got = doc.get("format") if isinstance(doc, dict) else None
+    except InputError:
+        got = None
+    if got != fmt:
+        raise InputError(f"{what} {str(p)!r} exists and is not {kind} (its format is {got!r}, not {fmt!r}); it is "
+                         "left as it is: give a new file name with -o")
+
+
 def register(sub, j) -> None:
     sp = j(sub.add_parser("characterize", help="observe-only kernel zoo and power-limiter step responses"))
     sp.add_argument("--backend", choices=["nvml", "fake"], default="nvml")
     sp.add_argument("--gpu", default="h200", help="fake backend: the preset it simulates")
     sp.add_argument("--replay", help="fake backend: replay a characterisation file's clocks and power")
-    sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; resumes)")
+    sp.add_argument("-o", "--output", help="results JSON (rewritten after every kernel; a rerun resumes the same "
+                                            "campaign: same card, driver, --window and --warmup; .gz is gzipped)")
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
@@ -230,8 +263,9 @@ def register(sub, j) -> None:
     sp.add_argument("--models", help="comma-separated (default: all); a name with -b<N> runs it at batch N per GPU "
                                       "(e.g. llama-0.5b-b2)")
     sp.add_argument("--window", type=float, default=10.0, help="measured window per model, seconds (default 10)")
-    sp.add_argument("--warmup", type=float, default=2.0)
-    sp.add_argument("--small", action="store_true", help="tiny models (dry run)")
+    sp.add_argument("--warmup", type=float, default=2.0, help="seconds of steps before each window (default 2)")
+    sp.add_argument("--small", action="store_true", help="tiny models (a quick run of the code path; still "
+                                                                  "reads NVML, so it needs the driver)")
     sp.add_argument("--allow-clock-control", action="store_true", help="refused: measure-steps only observes")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_steps)
@@ -240,8 +274,9 @@ def register(sub, j) -> None:
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
                          "validation/h200/characterization/characterization.json.gz and characterization2 … 6.json.gz)")
-    sp.add_argument("-o", "--output", default=_DEFAULT_FIT_OUTPUT,
-                    help="file to write (default: %(default)s; with --check, the check's report, written only if given)")
+    sp.add_argument("-o", "--output",
+                    help=f"file to write (default: {_DEFAULT_FIT_OUTPUT}; with --check, the check's report, written only "
+                         "if given); an existing file is replaced only if it is a result of the same kind")
     sp.add_argument("--no-bundle", action="store_true", help="do not write traces/h200.fit.json (the preset's source)")
     sp.add_argument("--check", metavar="FIT",
                     help="fit nothing: predict the --data files with this stored fit (e.g. "

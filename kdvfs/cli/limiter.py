@@ -174,6 +174,29 @@ def _evidence_markdown(name: str, ev: dict) -> list[str]:
     return []
 
 
+def _refuse_inputs_as_outputs(a) -> None:
+    """``-o`` or ``--plot`` naming an input (steps.json, a recorded trace, the --characterization file) would replace a
+    measurement with the report: ``validate-steps DIR/steps.json -o DIR/steps.json`` did. Refused before any work."""
+    import json
+    from pathlib import Path
+
+    d = Path(a.dir)
+    steps = d if d.is_file() else d / "steps.json"
+    inputs = {steps.resolve()}
+    try:  # the traces it names; an unreadable steps.json is check_steps's to report
+        doc = json.loads(steps.read_text())
+        inputs |= {(steps.parent / str(st["trace"])).resolve() for st in doc.get("steps", [])
+                   if isinstance(st, dict) and st.get("trace")}
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    if a.characterization:
+        inputs.add(Path(a.characterization).resolve())
+    for opt, out in (("-o", a.output), ("--plot", a.plot)):
+        if out and Path(out).resolve() in inputs:
+            raise InputError(f"{opt} {out!r} is one of the measurements validate-steps reads; writing there would "
+                             f"replace it: give a new file name (e.g. {opt} steps-check.{'json' if opt == '-o' else 'png'})")
+
+
 def cmd_validate_steps(a) -> int:
     from kdvfs.bundled import bundled_dir
     from kdvfs.gpus import get_gpu
@@ -187,6 +210,7 @@ def cmd_validate_steps(a) -> int:
         check_output_path(a.output, "report output", make_parents=True)
     if a.plot:
         check_output_path(a.plot, "--plot figure", make_parents=True)
+    _refuse_inputs_as_outputs(a)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -283,7 +307,8 @@ def register(sub, j) -> None:
     w.set_defaults(fn=cmd_limiter_whatif)
 
     sp = j(sub.add_parser("validate-steps", help="measured training steps against the model under the card's limiter"))
-    sp.add_argument("dir", help="folder with steps.json and the Kineto traces (from the step measurement)")
+    sp.add_argument("dir", help="folder with steps.json and the Kineto traces (from the step measurement), or the "
+                                "steps.json itself")
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", help="write the report as JSON")
     sp.add_argument("--plot", metavar="PNG", help="also draw each step's energy and clock error against the targets")
