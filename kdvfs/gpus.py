@@ -409,7 +409,7 @@ def check_h200_fit_params(params, where: str = "the fit") -> None:
 
     for k in _H200_FIT_FIELDS:
         v = params.get(k)
-        if not (num(v) and v > 0):
+        if not (num(v) and v is not None and v > 0):
             raise FormatError(f"{where}: params[{k!r}] must be a positive finite number, got {v!r}; {fix}")
     gap = params.get("gap_power_w")  # optional: fits before session 6 have none
     if gap is not None and not (num(gap) and gap > 0):
@@ -424,7 +424,7 @@ def check_h200_fit_params(params, where: str = "the fit") -> None:
                                   f"{'> 0' if positive else '≥ 0'}, got {v!r}; {fix}")
 
 
-def apply_h200_fit(base: GpuSpec, params: dict, source: str, where: str = "the fit") -> GpuSpec:
+def apply_h200_fit(base: GpuSpec, params: Any, source: str, where: str = "the fit") -> GpuSpec:
     """``base`` with fitted constants (``params`` of a ``kdvfs-h200-fit/1`` document), each sourced to ``source``;
     ``where`` names the document in the error if ``params`` are not a fit's (``check_h200_fit_params``)."""
     check_h200_fit_params(params, where)
