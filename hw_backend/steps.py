@@ -30,7 +30,8 @@ __all__ = ["MODELS", "measure_steps", "parse_model"]
 log = logging.getLogger(__name__)
 
 MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
-          "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny")
+          "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
+          "falcon-0.3b", "deberta-base", "swin-tiny")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -92,11 +93,22 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                           num_layers=2 if small else 12, num_heads=4 if small else 12, vocab_size=32128,
                           decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
         cls, batch, seq = tf.T5ForConditionalGeneration, (2 if small else 16), (64 if small else 512)
-    elif name in ("vit-base", "convnext-tiny"):  # image classifiers, no vocabulary
+    elif name == "falcon-0.3b":  # a small Falcon (parallel attention and MLP, multi-query attention, GELU)
+        cfg = tf.FalconConfig(hidden_size=128 if small else 1024, num_hidden_layers=2 if small else 16,
+                              num_attention_heads=4 if small else 16, multi_query=True, parallel_attn=True,
+                              new_decoder_architecture=False, vocab_size=65024)
+        cls, batch, seq = tf.FalconForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "deberta-base":  # DeBERTa-v3-base's shape (disentangled relative attention, not fused; 128k vocabulary)
+        cfg = tf.DebertaV2Config(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                                 num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                                 vocab_size=128100, relative_attention=True, position_buckets=256,
+                                 pos_att_type=["p2c", "c2p"], max_relative_positions=-1)
+        cls, batch, seq = tf.DebertaV2ForMaskedLM, (2 if small else 16), (64 if small else 512)
+    elif name in ("vit-base", "convnext-tiny", "swin-tiny"):  # image classifiers, no vocabulary
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
-    if name != "bloom-560m":  # BLOOM's ALiBi attention has no SDPA path
+    if name not in ("bloom-560m", "deberta-base"):  # BLOOM's ALiBi and DeBERTa's relative attention: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     torch.manual_seed(0)
@@ -142,6 +154,12 @@ def _vision(name: str, torch, dev: str, small: bool,
         cfg._attn_implementation = "sdpa"
         size = cfg.image_size
         cls, batch, seq = tf.ViTForImageClassification, 128, (size // 16) ** 2 + 1
+    elif name == "swin-tiny":  # Swin-T (shifted-window attention over 7 × 7 patches, patch merging)
+        cfg = tf.SwinConfig(image_size=32 if small else 224, embed_dim=24 if small else 96,
+                            depths=[1, 1] if small else [2, 2, 6, 2], num_heads=[2, 4] if small else [3, 6, 12, 24],
+                            window_size=2 if small else 7, num_labels=1000)
+        size = cfg.image_size
+        cls, batch, seq = tf.SwinForImageClassification, 64, (size // 32) ** 2
     else:
         cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
