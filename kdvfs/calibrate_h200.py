@@ -354,9 +354,9 @@ DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
 zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7).
 Not ``characterization7.json.gz`` (the held-duty set): NVML's SM clock median there (1680–1890 MHz) is lower than the
-bursts' durations imply (1790–1960 MHz), and by their energy the bursts draw the top clock's power
-(validation/h200/characterization/README.md, session 7): the clock the fit would anchor them at is not understood.
-``kdvfs calibrate-h200 --check`` reports them."""
+bursts' durations imply (1790–1960 MHz), and the measuring loop idles the GPU a quarter of each period; the same
+bursts measured cleanly (validation/h200/characterization/held_probe) are within 4 % of the model. The clock the fit
+would anchor those entries at is not known. ``kdvfs calibrate-h200 --check`` reports them."""
 
 
 def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
