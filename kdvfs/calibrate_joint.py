@@ -12,7 +12,7 @@ Loss: a sum of squares of normalised residuals, each a model-minus-data differen
 
 - per kernel (46 each): auto time and auto energy (log ratio, tolerance 1 %, weight 3), change at the best setting
   (tolerance 1 point time / 2 points energy, weight ``best_weight``), the four extremes (tolerance 25 %, weight 2);
-  these pass through a hinge (slope 0.15 inside 60 % of the tolerance, 1 beyond), as in ``kdvfs.calibrate``;
+  these pass through a hinge (slope 0.15 inside 60 % of the tolerance, 1.15 beyond), as in ``kdvfs.calibrate``;
 - per pass and setting (2 × 66 each, time and energy): the change in points divided by ``1 + |data| / 100`` (one point
   near auto, relative 1 % far from it), weight ``pass_weight``;
 - a weak prior keeping each kernel's fixed time t0 below 2 % of its auto time unless the data need more.
