@@ -12,7 +12,7 @@ Loss: a sum of squares of normalised residuals, each a model-minus-data differen
 
 - per kernel (46 each): auto time and auto energy (log ratio, tolerance 1 %, weight 3), change at the best setting
   (tolerance 1 point time / 2 points energy, weight ``best_weight``), the four extremes (tolerance 25 %, weight 2);
-  these pass through a hinge (slope 0.15 inside 60 % of the tolerance, 1 beyond), as in ``kdvfs.calibrate``;
+  these pass through a hinge (slope 0.15 inside 60 % of the tolerance, 1.15 beyond), as in ``kdvfs.calibrate``;
 - per pass and setting (2 × 66 each, time and energy): the change in points divided by ``1 + |data| / 100`` (one point
   near auto, relative 1 % far from it), weight ``pass_weight``;
 - a weak prior keeping each kernel's fixed time t0 below 2 % of its auto time unless the data need more.
@@ -301,8 +301,9 @@ class _Problem:
         # the structural terms sit after the pass-context parameters, scaled to [0, 1] the same way
         self.sp = structure_params(parse_structure(opt.structure))
         self.struct: dict = {}
-        self.hinge = band_residual if opt.kernel_loss == "band" else _hinge
-        self.keep = np.array([0.0 if s in parse_drop(opt.pass_drop) else 1.0 for s in st])
+        self.target_loss = band_residual if opt.kernel_loss == "band" else _hinge  # of the per-kernel targets
+        drop = parse_drop(opt.pass_drop)
+        self.keep = np.array([0.0 if s in drop else 1.0 for s in st])
 
     def context_of(self, x) -> PassContext:
         z = np.clip(x[_NC + _NK * self.n:_NC + _NK * self.n + self.np_], 0, 1)
@@ -349,21 +350,21 @@ class _Problem:
         gap = (cost[k, ib] - cost.min(1)) / (0.01 * tg["e_auto"])
         return np.stack([
             self.opt.hull_weight * gap,
-            self.hinge(100 * np.log(ta / tg["t_auto"]), 1.0) * 3,
-            self.hinge(100 * np.log(ea / tg["e_auto"]), 1.0) * 3,
-            self.hinge(100 * (T[k, ib] / ta - 1) - tg["dt_best"], 1.0) * bw,
-            self.hinge(100 * (E[k, ib] / ea - 1) - tg["de_best"], 2.0) * bw,
-            self.hinge(100 * (T.min(1) / tg["t_min"] - 1), 25.0) * 2,
-            self.hinge(100 * (T.max(1) / tg["t_max"] - 1), 25.0) * 2,
-            self.hinge(100 * (E.min(1) / tg["e_min"] - 1), self.opt.emin_tol_pct) * 2,
-            self.hinge(100 * (E.max(1) / tg["e_max"] - 1), 25.0) * 2,
+            self.target_loss(100 * np.log(ta / tg["t_auto"]), 1.0) * 3,
+            self.target_loss(100 * np.log(ea / tg["e_auto"]), 1.0) * 3,
+            self.target_loss(100 * (T[k, ib] / ta - 1) - tg["dt_best"], 1.0) * bw,
+            self.target_loss(100 * (E[k, ib] / ea - 1) - tg["de_best"], 2.0) * bw,
+            self.target_loss(100 * (T.min(1) / tg["t_min"] - 1), 25.0) * 2,
+            self.target_loss(100 * (T.max(1) / tg["t_max"] - 1), 25.0) * 2,
+            self.target_loss(100 * (E.min(1) / tg["e_min"] - 1), self.opt.emin_tol_pct) * 2,
+            self.target_loss(100 * (E.max(1) / tg["e_max"] - 1), 25.0) * 2,
             np.log(np.maximum(np.exp(xk[:, 0]) / (0.02 * tg["t_auto"]), 1.0)) / 10.0,
         ])
 
     def kres_one(self, i: int, Ti: np.ndarray, Ei: np.ndarray, zi: np.ndarray) -> np.ndarray:
         """Kernel i's residuals from its own row (the per-kernel part of ``kres``)."""
         sub = _Problem.__new__(_Problem)
-        sub.opt, sub.ia, sub.lam, sub.hinge = self.opt, self.ia, self.lam, self.hinge
+        sub.opt, sub.ia, sub.lam, sub.target_loss = self.opt, self.ia, self.lam, self.target_loss
         sub.ib = self.ib[i:i + 1]
         sub.tg = {k: v[i:i + 1] for k, v in self.tg.items()}
         return sub.kres(Ti[None, :], Ei[None, :], zi[None, :]).ravel()
@@ -648,8 +649,9 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     parse_drop(options.pass_drop)
     if options.kernel_loss not in KERNEL_LOSSES:
         raise InputError(f"--fit-option kernel_loss={options.kernel_loss!r} is not one of {', '.join(KERNEL_LOSSES)}")
-    if (options.structure or options.kernel_loss != "hinge") and options.method == "table":
-        raise InputError("--fit-option structure and kernel_loss need --method joint: the table method has its own loss")
+    if (options.structure or options.kernel_loss != "hinge" or options.pass_drop) and options.method == "table":
+        raise InputError("--fit-option structure, kernel_loss and pass_drop need --method joint: the table method has "
+                         "its own loss")
     if options.pass_loss not in PASS_LOSSES:
         raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
     if options.pass_terms and options.method == "table":

@@ -7,6 +7,7 @@ to published measurements say which script fitted them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -398,8 +399,6 @@ def check_h200_fit_params(params, where: str = "the fit") -> None:
     """Refuse ``params`` of a ``kdvfs-h200-fit/1`` document that are not a fit's: each card constant a positive finite
     number, ``work_activity`` and ``peak_tflops_dtype`` objects of finite numbers ≥ 0 (> 0 for the peak rates). A NaN
     or negative constant would otherwise turn every prediction into NaN or a power below idle without a word."""
-    import math
-
     fix = "rewrite the fit with `kdvfs calibrate-h200` (or restore it from git)"
     if not isinstance(params, dict):
         raise FormatError(f"{where}: 'params' must be an object of fitted constants, got {params!r:.60}; {fix}")
@@ -409,7 +408,7 @@ def check_h200_fit_params(params, where: str = "the fit") -> None:
 
     for k in _H200_FIT_FIELDS:
         v = params.get(k)
-        if not (num(v) and v is not None and v > 0):
+        if not (num(v) and v is not None and v > 0):  # "is not None" narrows the type for mypy
             raise FormatError(f"{where}: params[{k!r}] must be a positive finite number, got {v!r}; {fix}")
     gap = params.get("gap_power_w")  # optional: fits before session 6 have none
     if gap is not None and not (num(gap) and gap > 0):

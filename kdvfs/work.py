@@ -473,8 +473,6 @@ _TILE = re.compile(r"(\d{2,3})x(\d{2,3})(?:x(\d{2,3}))?")
 # elements per thread: vectorized_elementwise_kernel<vec_size, ...>, but elementwise_kernel<nt, vt, ...> (threads per
 # block, then items per thread: ATen's CUDALoops.cuh); reading nt there priced elementwise_kernel<128, 2> at 64×
 _VEC = re.compile(r"vectorized_elementwise_kernel<(\d+)|(?<!vectorized_)elementwise_kernel<\d+,\s*(\d+)")
-# multi_tensor_apply's functor: <scalar_t, depth, r_args_depth, res_arg_index>: the lists it reads (an out-of-place
-# op such as _foreach_sqrt has depth 2 but reads one list and writes the other)
 _NAME_DTYPE = (("bf16", re.compile(r"bf16|bfloat16|BFloat16", re.I)), ("fp16", re.compile(r"f16|half|fp16", re.I)),
                ("tf32", re.compile(r"tf32", re.I)), ("fp32", re.compile(r"f32|float|sgemm", re.I)))
 

@@ -21,7 +21,7 @@ def work_source_time_share(trace: Trace) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, r in zip(trace.kernels, trace.repeats):
         src = k.work_source or ("shapes" if k.flops is not None and k.bytes is not None else "category")
-        out[src] = out.get(src, 0.0) + k.time_s * float(r) / total if total > 0 else 0.0
+        out[src] = out.get(src, 0.0) + (k.time_s * float(r) / total if total > 0 else 0.0)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
@@ -35,12 +35,12 @@ def kernel_work_rows(trace: Trace, top: int) -> list[dict[str, Any]]:
     shares = [k.time_s * float(r) / total if total > 0 else 0.0 for k, r in zip(trace.kernels, trace.repeats)]
     rows = []
     for key, k, r, share in zip(trace.kernel_keys, trace.kernels, trace.repeats, shares):
-        rate = k.time_s * 1e12 if k.time_s > 0 else None
+        tera_s = k.time_s * 1e12 if k.time_s > 0 else None  # work / (time · 1e12): a rate in tera-units per second
         rows.append({
             "key": key, "name": k.name, "op": k.op, "category": k.category, "repeat": int(r), "time_s": k.time_s,
             "time_share": share, "flops": k.flops, "bytes": k.bytes, "work_source": k.work_source, "dtype": k.dtype,
-            "tbytes_per_s": k.bytes / rate if k.bytes is not None and rate else None,
-            "tflops_per_s": k.flops / rate if k.flops is not None and rate else None,
+            "tbytes_per_s": k.bytes / tera_s if k.bytes is not None and tera_s else None,
+            "tflops_per_s": k.flops / tera_s if k.flops is not None and tera_s else None,
         })
     order = sorted(range(len(rows)), key=lambda i: -shares[i])
     return [rows[i] for i in order[:max(0, int(top))]]

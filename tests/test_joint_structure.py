@@ -53,6 +53,11 @@ def test_bad_structure_options_are_refused(capsys):
         code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--method", "joint", "--check", "--fit-option",
                                 opt], capsys)
         assert code == 2 and msg in err and "Traceback" not in err
+    # the table method has its own loss: a library caller's pass_drop would be ignored there, so it is refused
+    from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
+
+    with pytest.raises(InputError, match="pass_drop need --method joint"):
+        calibrate_spaan2026(options=JointOptions(method="table", pass_drop="auto/9501"))
     # the band: nothing inside 90 % of the tolerance, BAND_SLOPE per tolerance beyond it
     e = np.array([-1.5, -0.89, 0.0, 0.5, 0.9, 1.9])
     assert np.allclose(band_residual(e, 1.0), [-2.4, 0.0, 0.0, 0.0, 0.0, 4.0])
