@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description="rebuilds the bundled H200 traces and profiles in traces/ from the fitted preset (no options; run from anywhere).").parse_args()
     print(json.dumps(build_h200_profiles(ROOT), indent=1))
     return 0
 

@@ -55,6 +55,9 @@ def _row(os: list) -> dict:
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description="rewrites validation/h200/fidelity/summary.json from the stored fit and step checks, and prints the tables (no options; run from anywhere).").parse_args()
     before = json.loads((OUT / "before/fit.json").read_text())
     after = json.loads((ROOT / "validation/h200/characterization/fit.json").read_text())
     sb = json.loads((OUT / "before/steps_check.json").read_text())
