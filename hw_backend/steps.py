@@ -311,7 +311,8 @@ def _window(step, be, torch, window_s: float, warmup_s: float, max_s: float = 12
 def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 10.0, warmup_s: float = 2.0,
                   small: bool = False, command: str = "", progress: Callable[[str], None] | None = None) -> dict:
     """Record and measure each model's training step; ``steps.json`` in ``out_dir`` is rewritten after each model
-    (models already in it are skipped: resumable)."""
+    (models already measured in it are skipped: resumable; a model whose row is an error is tried again, and its
+    row replaced)."""
     import torch
 
     if not getattr(be, "observe_only", False):
@@ -323,7 +324,7 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
     doc = json.loads(path.read_text()) if path.exists() else {
         "format": "kdvfs-steps/1", "gpu": be.name, "power_limit_w": be.capabilities().power_limit_w,
         "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s, "steps": []}
-    have = {s["model"] for s in doc["steps"]}
+    have = {s["model"] for s in doc["steps"] if "error" not in s}
     for name in models:
         if name in have:
             continue
@@ -336,7 +337,7 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
         except Exception as e:  # noqa: BLE001 — one model failing must not lose the others
             log.exception("step %s failed", name)
             row = {"model": name, "error": f"{type(e).__name__}: {e}"}
-        doc["steps"].append(row)
+        doc["steps"] = [s for s in doc["steps"] if s["model"] != name] + [row]  # a failed try is replaced
         tmp = path.with_name("steps.json.tmp")
         tmp.write_text(json.dumps(doc, indent=1) + "\n")
         os.replace(tmp, path)

@@ -25,3 +25,36 @@ def test_measure_steps_refuses_an_unknown_model_before_touching_a_gpu(capsys, tm
     code, _, err = run_cli(["measure-steps", "-o", str(tmp_path / "s"), "--models", "llama-0.5b-b2,gpt3"], capsys)
     assert code == 2 and "--models" in err and "'gpt3'" in err and "-b<N>" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_measure_steps_tries_a_failed_model_again(tmp_path, monkeypatch):
+    """A model whose row in steps.json is an error (a crash, out of memory) is measured again on the next run and its
+    row replaced; a measured model is skipped (tester7b: a failed model used to count as done)."""
+    import json
+    import sys
+    import types
+
+    import hw_backend.steps as st
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(__version__="fake", cuda=types.SimpleNamespace(
+        is_available=lambda: False, empty_cache=lambda: None)))
+    calls = []
+
+    def build(name, small=False):
+        calls.append(name)
+        return (lambda: None), {"model": name}
+
+    monkeypatch.setattr(st, "build", build)
+    monkeypatch.setattr(st, "_record", lambda step, out, torch: {"trace": out.name})
+    monkeypatch.setattr(st, "_window", lambda *a, **k: {"step_time_s": 0.1, "step_energy_j": 1.0, "power_w": 10.0,
+                                                        "sm_mhz_median": 1980.0, "sm_mhz_p10": 1980.0,
+                                                        "sm_mhz_p90": 1980.0, "trace_bytes_gz": 1})
+    be = types.SimpleNamespace(observe_only=True, name="fake", capabilities=lambda: types.SimpleNamespace(
+        power_limit_w=700.0))
+    (tmp_path / "steps.json").write_text(json.dumps({"format": "kdvfs-steps/1", "gpu": "fake", "steps": [
+        {"model": "llama-0.5b", "error": "OutOfMemoryError: ..."}, {"model": "gpt2-medium", "step_time_s": 0.2}]}))
+    doc = st.measure_steps(be, tmp_path, models=("llama-0.5b", "gpt2-medium"))
+    assert calls == ["llama-0.5b"]  # the measured one is skipped, the failed one tried again
+    rows = {r["model"]: r for r in doc["steps"]}
+    assert len(doc["steps"]) == 2 and "error" not in rows["llama-0.5b"] and rows["gpt2-medium"]["step_time_s"] == 0.2
+    assert json.loads((tmp_path / "steps.json").read_text()) == doc
