@@ -111,26 +111,33 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
     if name not in ("bloom-560m", "deberta-base"):  # BLOOM's ALiBi and DeBERTa's relative attention: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
+    model, g = _built(torch, cls, cfg, dev)
+    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
+    return _train_step(torch, model, dev, input_ids=x, labels=x), _info(name, cls, cfg, batch, seq, model, tf)
+
+
+def _built(torch, cls, cfg, dev: str):
+    """(model, input generator): a Hugging Face model built from ``cfg`` with seed 0 on ``dev``, in training mode, and
+    a generator seeded 0 for its inputs."""
     torch.manual_seed(0)
     with torch.device(dev):
         model = cls(cfg)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator(device=dev).manual_seed(0)
-    x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
-    ac = torch.autocast(dev, dtype=torch.bfloat16)
+    return model, torch.Generator(device=dev).manual_seed(0)
 
-    step = _train_step(model, opt, ac, input_ids=x, labels=x)
-    n = sum(p.numel() for p in model.parameters())
-    info = {"model": name, "class": cls.__name__, "config": {k: v for k, v in cfg.to_dict().items()
+
+def _info(name: str, cls, cfg, batch: int, seq: int, model, tf) -> dict:
+    """What steps.json records of a Hugging Face model's step: its class, scalar config, batch, sequence, size."""
+    return {"model": name, "class": cls.__name__, "config": {k: v for k, v in cfg.to_dict().items()
                                                             if isinstance(v, (int, float, str, bool))},
-            "batch": batch, "seq": seq, "parameters": n, "precision": "bf16 autocast, fp32 weights, AdamW (foreach)",
-            "transformers": tf.__version__}
-    return step, info
+            "batch": batch, "seq": seq, "parameters": sum(p.numel() for p in model.parameters()),
+            "precision": "bf16 autocast, fp32 weights, AdamW (foreach)", "transformers": tf.__version__}
 
 
-def _train_step(model, opt, autocast, **inputs) -> Callable[[], None]:
-    """One training step of a Hugging Face model on fixed inputs: forward under ``autocast``, backward, optimizer."""
+def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
+    """One training step of a Hugging Face model on fixed inputs: forward under bf16 autocast, backward, AdamW."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    autocast = torch.autocast(dev, dtype=torch.bfloat16)
 
     def step() -> None:
         with autocast:
@@ -165,24 +172,11 @@ def _vision(name: str, torch, dev: str, small: bool,
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
         size = 32 if small else 224
         cls, batch, seq = tf.ConvNextForImageClassification, 64, (size // 32) ** 2  # the last stage's positions
-    torch.manual_seed(0)
-    with torch.device(dev):
-        model = cls(cfg)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator(device=dev).manual_seed(0)
+    model, g = _built(torch, cls, cfg, dev)
     batch = batch_override or (2 if small else batch)
     x = torch.randn((batch, 3, size, size), device=dev, generator=g)
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
-    ac = torch.autocast(dev, dtype=torch.bfloat16)
-
-    step = _train_step(model, opt, ac, pixel_values=x, labels=y)
-
-    info = {"model": name, "class": cls.__name__, "config": {
-        k: v for k, v in cfg.to_dict().items() if isinstance(v, (int, float, str, bool))}, "batch": batch,
-        "seq": seq, "parameters": sum(p.numel() for p in model.parameters()),
-        "precision": "bf16 autocast, fp32 weights, AdamW (foreach)", "transformers": tf.__version__}
-    return step, info
+    return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
 
 
 def _block(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
