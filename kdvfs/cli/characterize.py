@@ -158,11 +158,7 @@ def cmd_calibrate_h200(a) -> int:
         print_json({k: v for k, v in doc.items() if k != "heldout"} | {"written": [str(o) for o in outs]})
         return 0
     c = make_console()
-    rows = [[r["name"], f"{r['measured_sm_mhz']:.0f}", f"{r['predicted_sm_mhz']:.0f}", f"{r['clock_error_pct']:+.1f}",
-             f"{r['measured_power_w']:.1f}", f"{r['predicted_power_w']:.1f}", f"{r['power_error_pct']:+.1f}"]
-            for r in doc["fit"]["per_kernel"]]
-    c.print(table("H200 fit: each zoo kernel alone at the card's own clocks", ["kernel", "MHz meas.", "MHz pred.", "%",
-                                                                             "W meas.", "W pred.", "%"], rows))
+    c.print(_zoo_table("H200 fit: each zoo kernel alone at the card's own clocks", doc["fit"]["per_kernel"]))
     f, h = doc["fit"], doc["heldout"]
     c.print(f"all {f['kernels']} fitted: clock within 5 % for {f['meet_clock']}, power within 3 % for "
             f"{f['meet_power']}, both for {f['meet_both']}; held out ({h['split']}): test {h['test']['meet_both']}/"
@@ -196,11 +192,7 @@ def _check_h200(a, cmd: str) -> int:
         return 0
     c = make_console()
     ch = doc["check"]
-    rows = [[r["name"], f"{r['measured_sm_mhz']:.0f}", f"{r['predicted_sm_mhz']:.0f}", f"{r['clock_error_pct']:+.1f}",
-             f"{r['measured_power_w']:.1f}", f"{r['predicted_power_w']:.1f}", f"{r['power_error_pct']:+.1f}"
-             + ("" if r["meets_both"] else " miss")] for r in ch["per_kernel"]]
-    c.print(table(f"the fit of {a.check} against {', '.join(doc['data'])}", ["kernel", "MHz meas.", "MHz pred.",
-                                                                            "%", "W meas.", "W pred.", "%"], rows))
+    c.print(_zoo_table(f"the fit of {a.check} against {', '.join(doc['data'])}", ch["per_kernel"], mark_misses=True))
     seen = f" (already in the fit: {', '.join(doc['files_in_fit'])})" if doc["files_in_fit"] else " (held out)"
     c.print(f"{ch['kernels']} kernels{seen}: clock within {doc['targets']['clock_pct']:g} % for {ch['meet_clock']}, "
             f"power within {doc['targets']['power_pct']:g} % for {ch['meet_power']}, both for {ch['meet_both']}")
@@ -208,6 +200,15 @@ def _check_h200(a, cmd: str) -> int:
 
 
 _DEFAULT_FIT_OUTPUT = "validation/h200/characterization/fit.json"
+
+
+def _zoo_table(title: str, per_kernel: list[dict], mark_misses: bool = False):
+    """The per-kernel table of a fit or a check: measured and predicted clock and power, their errors (``miss`` after
+    a kernel outside both targets, for a check)."""
+    rows = [[r["name"], f"{r['measured_sm_mhz']:.0f}", f"{r['predicted_sm_mhz']:.0f}", f"{r['clock_error_pct']:+.1f}",
+             f"{r['measured_power_w']:.1f}", f"{r['predicted_power_w']:.1f}", f"{r['power_error_pct']:+.1f}"
+             + ("" if r["meets_both"] or not mark_misses else " miss")] for r in per_kernel]
+    return table(title, ["kernel", "MHz meas.", "MHz pred.", "%", "W meas.", "W pred.", "%"], rows)
 
 
 def _refuse_foreign(path, fmt: str, what: str, kind: str) -> None:
