@@ -82,6 +82,11 @@ class Executor(Protocol):
 
     def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict: ...
 
+    def run_for(self, seconds: float) -> tuple[float, int]:
+        """Run invocations of the prepared entry back to back, each waited for, until ``seconds`` have passed;
+        returns (seconds taken, invocations)."""
+        ...
+
 
 # ---------------------------------------------------------------------- the measurement
 def _pct(xs: Sequence[float], q: float) -> float:
@@ -111,11 +116,14 @@ def instant_power_reader(be) -> Callable[[], float | None] | None:
 
 class Sampler:
     """Reads SM clock, memory clock, power (1 s average) and instantaneous power, every ``period_s`` in a thread
-    (``threaded``) or whenever ``sample()`` is called (the fake, whose time is simulated). Only reads."""
+    (``threaded``) or whenever ``sample()`` is called (the fake, whose time is simulated). Only reads.
+    ``clocks_only``: the two clocks alone (power left NaN), for fast sampling that must not disturb the host loop."""
 
-    def __init__(self, be, now: Callable[[], float], *, threaded: bool, period_s: float = 0.01) -> None:
+    def __init__(self, be, now: Callable[[], float], *, threaded: bool, period_s: float = 0.01,
+                 clocks_only: bool = False) -> None:
         self.be, self.now, self.threaded, self.period_s = be, now, threaded, period_s
-        self.instant = instant_power_reader(be)
+        self.clocks_only = clocks_only
+        self.instant = None if clocks_only else instant_power_reader(be)
         self.rows: list[tuple[float, int, int, float, float | None]] = []
         self.t0 = now()
         self._stop = threading.Event()
@@ -123,7 +131,7 @@ class Sampler:
 
     def sample(self) -> None:
         c, m = self.be.clocks_mhz()
-        p = self.be.power_mw() / 1000.0
+        p = float("nan") if self.clocks_only else self.be.power_mw() / 1000.0
         pi = self.instant() if self.instant else None
         self.rows.append((self.now() - self.t0, c, m, p, pi))
 
@@ -154,6 +162,8 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
                     batch_s: float = 0.02, max_s: float = 60.0) -> dict:
     """One zoo kernel alone. Batches of ~``batch_s`` are kept one ahead on the GPU (no idle gaps); the window opens
     and closes at energy-counter steps seen after a batch completes, and counts the invocations completed between."""
+    if k.role == "duty":
+        return _measure_duty(ex, be, k, window_s=window_s, warmup_s=warmup_s, threaded=threaded, max_s=max_s)
     ex.prepare(k)
     try:
         launched = ex.kernels_launched()
@@ -205,16 +215,80 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
     finally:
         ex.release()
+    return _record(k, smp.rows, per, span, iters, energy, n, temp, launched, extra)
+
+
+# A duty entry's burst-then-gap loop runs in chunks of this length between energy-counter reads, so the host adds no
+# time between a burst and its gap beyond the loop itself (session 7's probes: reading NVML every few invocations
+# idled the GPU a quarter of each held period, and the entries read 70–73 % busy where the same bursts are 90 %).
+DUTY_CHUNK_S = 0.05
+DUTY_SAMPLE_PERIOD_S = 0.0003
+
+
+def _measure_duty(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: float, threaded: bool,
+                  max_s: float) -> dict:
+    """A duty entry (a burst of ``graph`` launches, then ``gap_s`` spun on the host) measured as session 7's held-burst
+    probe did: the executor runs bursts and gaps back to back for ``DUTY_CHUNK_S`` at a time (``run_for``); the
+    energy counter is read only between chunks (the window opens and closes at counter steps), and a thread reads
+    the SM clock alone every 0.3 ms (``clocks_only``), so the limiter sees the entry's own duty cycle."""
+    ex.prepare(k)
+    try:
+        launched = ex.kernels_launched()
+        start = ex.now_s()
+        ex.run_for(warmup_s)
+        e0 = be.energy_mj()
+        while True:
+            ex.run_for(DUTY_CHUNK_S)
+            e_open = be.energy_mj()
+            if e_open != e0:
+                break
+            if ex.now_s() - start > max_s:
+                raise HardwareError(
+                    f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
+                    "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
+        t_open = ex.now_s()
+        per: list[float] = []
+        iters = 0
+        last = e_open
+        with Sampler(be, ex.now_s, threaded=threaded, period_s=DUTY_SAMPLE_PERIOD_S, clocks_only=True) as smp:
+            while True:
+                dt, n = ex.run_for(DUTY_CHUNK_S)
+                if n:
+                    per.append(dt / n)
+                iters += n
+                smp.tick()
+                e = be.energy_mj()
+                if e != last:
+                    last = e
+                    t_close = ex.now_s()
+                    if t_close - t_open >= window_s:
+                        break
+                if ex.now_s() - t_open > max_s:
+                    t_close = ex.now_s()
+                    break
+        extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
+        span = t_close - t_open
+        energy = (last - e_open) / 1000.0
+        temp = be.temperature_c() if hasattr(be, "temperature_c") else None
+    finally:
+        ex.release()
+    return {**_record(k, smp.rows, per, span, iters, energy, 1, temp, launched, extra), "method": "duty-chunks"}
+
+
+def _record(k: ZooKernel, rows: list, per: list[float], span: float, iters: int, energy: float, n: int,
+            temp: float | None, launched: list[dict], extra: dict) -> dict:
+    """One zoo entry's record from its window: the sampler's rows, per-invocation times, the window's span,
+    invocations and energy."""
     w = k.work
-    rows = smp.rows
     clocks = [r[1] for r in rows]
     inst = [r[4] for r in rows if r[4] is not None]
+    pw = [r[3] for r in rows if r[3] == r[3]]  # NaN where only clocks were read
     med = float(statistics.median(per))
     return {
         "name": k.name, "category": k.category, "op": k.op, "dtype": k.dtype, "shape": list(k.shape),
         "causal": k.causal, "graph": k.graph, "gap_s": k.gap_s, "role": k.role, "flops": w.flops, "bytes": w.bytes,
         "time_s": med, "time_mean_s": span / iters, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
-        "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct([r[3] for r in rows], 50),
+        "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct(pw, 50) if pw else None,
         "power_instant_w_median": _pct(inst, 50) if inst else None,
         "power_instant_w_p10": _pct(inst, 10) if inst else None, "power_instant_w_p90": _pct(inst, 90) if inst else None,
         "sm_mhz_median": _pct(clocks, 50), "sm_mhz_p10": _pct(clocks, 10), "sm_mhz_p90": _pct(clocks, 90),
@@ -481,6 +555,13 @@ class FakeZoo:
 
     def wait(self, handle: float) -> float:
         return handle
+
+    def run_for(self, seconds: float) -> tuple[float, int]:
+        t0, n = self.fake.now_s, 0
+        while self.fake.now_s - t0 < seconds:
+            self.launch(1)
+            n += 1
+        return self.fake.now_s - t0, n
 
     def release(self) -> None:
         self.cur = None

@@ -260,6 +260,19 @@ class TorchZoo:
     def now_s(self) -> float:
         return time.perf_counter()
 
+    def run_for(self, seconds: float) -> tuple[float, int]:
+        """Invocations back to back for ``seconds`` (a duty entry's invocation waits for its burst and spins its gap
+        itself, so nothing else runs on the host between a burst and its gap)."""
+        fn = self.fn
+        assert fn is not None
+        clock = time.perf_counter
+        t0, n = clock(), 0
+        while clock() - t0 < seconds:
+            fn()
+            n += 1
+        self._sync()
+        return clock() - t0, n
+
     def sleep(self, s: float) -> None:
         time.sleep(s)
 

@@ -193,3 +193,20 @@ def test_measured_steps_file():
         assert (ROOT / "validation/h200/steps" / s["trace"]).stat().st_size < 15e6
     assert np.isfinite([s["power_w"] for s in doc["steps"]]).all()
     assert Path(ROOT / "validation/h200/steps/README.md").exists()
+
+
+def test_duty_entries_run_bursts_and_gaps_back_to_back(tmp_path):
+    """A duty entry is measured in chunks of bursts and spun gaps with no NVML read between a burst and its gap
+    (session 7's probes: the per-batch reads idled a held entry's GPU a quarter of each period). On the fake, whose
+    host adds no time, every invocation takes burst + gap exactly, and the clock is sampled alone (no power field)."""
+    from hw_backend.characterize import DUTY_CHUNK_S
+    from hw_backend.zoo import held_duty_zoo
+
+    duty = held_duty_zoo()[:1]  # 25 bf16 4096³ GEMMs, then 0.5 ms
+    doc, _ = _run(tmp_path, zoo=duty)
+    (r,) = doc["kernels"]
+    assert r["role"] == "duty" and r["method"] == "duty-chunks"
+    assert r["power_nvml_w_median"] is None and r["clock_samples"] > 0 and r["sm_mhz_median"] > 0
+    assert r["time_mean_s"] == pytest.approx(r["time_s"], rel=1e-9)
+    assert duty[0].gap_s < r["time_s"] < DUTY_CHUNK_S
+    assert r["invocations"] * r["time_s"] == pytest.approx(r["window_s"], rel=1e-9)
