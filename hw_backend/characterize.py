@@ -219,9 +219,10 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
 
 
 # A duty entry's burst-then-gap loop runs in chunks of this length between energy-counter reads, so the host adds no
-# time between a burst and its gap beyond the loop itself (session 7's probes: reading NVML every few invocations
-# idled the GPU a quarter of each held period, and the entries read 70–73 % busy where the same bursts are 90 %).
-DUTY_CHUNK_S = 0.05
+# time between a burst and its gap beyond the loop itself. Session 7's probes: reading NVML every few invocations
+# idled the GPU a quarter of each held period (the entries read 70–73 % busy where the same bursts are 90 %); session
+# 8 found 50 ms chunks still lost ~10 % of the span between chunks, ~5 ms per energy-counter read.
+DUTY_CHUNK_S = 0.5
 DUTY_SAMPLE_PERIOD_S = 0.0003
 
 
