@@ -331,22 +331,27 @@ def _params(x, gap_w: float | None = None) -> dict:
 
 def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
     """(kernel rows, gap rows, file names, documents) of one or more characterisation files, in file then zoo order; a name
-    measured twice keeps its first measurement."""
+    measured twice keeps its first measurement, unless the later one is a duty entry measured by session 8's method
+    (``method`` ``duty-chunks``: bursts and gaps back to back, the energy counter read between 0.5 s chunks), which
+    replaces an earlier one measured the old way (an energy-counter read, ~3 ms on the H200, every few invocations
+    idled the GPU inside the period) at the earlier one's position."""
     from hw_backend.characterize import load_characterization
 
     paths = [data] if isinstance(data, (str, Path)) else list(data)
     if not paths:
         raise InputError("calibrate-h200: give at least one characterisation file")
     rows: list[dict] = []
-    seen: set[str] = set()
+    at: dict[str, int] = {}
     docs = []
     for p in paths:
         doc = load_characterization(p)
         docs.append(doc)
         for r in zoo_rows(doc):
-            if r["name"] not in seen:
-                seen.add(r["name"])
+            if r["name"] not in at:
+                at[r["name"]] = len(rows)
                 rows.append(dict(r, file=Path(p).name))
+            elif r.get("method") == "duty-chunks" and rows[at[r["name"]]].get("method") != "duty-chunks":
+                rows[at[r["name"]]] = dict(r, file=Path(p).name)
     return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
 
 

@@ -210,3 +210,23 @@ def test_duty_entries_run_bursts_and_gaps_back_to_back(tmp_path):
     assert r["time_mean_s"] == pytest.approx(r["time_s"], rel=1e-9)
     assert duty[0].gap_s < r["time_s"] < DUTY_CHUNK_S
     assert r["invocations"] * r["time_s"] == pytest.approx(r["window_s"], rel=1e-9)
+
+
+def test_duty_entry_measured_the_new_way_replaces_the_old_one_in_place():
+    """``load_rows``: the duty entries re-measured in session 8 (file 10, ``method`` duty-chunks) take the place of
+    the same entries measured by the old loop, so the held-out split's positions do not move; a name measured twice
+    the same way still keeps its first measurement."""
+    from kdvfs.calibrate_h200 import load_rows
+
+    char = ROOT / "validation/h200/characterization"
+    old = [str(char / f"characterization{i}.json.gz") for i in ("", "2", "3", "4", "5", "6")]
+    rows_old, *_ = load_rows(old)
+    rows_new, *_ = load_rows(old + [str(char / "characterization10.json.gz")])
+    names_old = [r["name"] for r in rows_old]
+    assert [r["name"] for r in rows_new][: len(names_old)] == names_old
+    replaced = [r["name"] for r in rows_new[: len(names_old)] if r["file"] == "characterization10.json.gz"]
+    assert len(replaced) == 18 and all(n.startswith("duty_") for n in replaced)
+    added = [r["name"] for r in rows_new[len(names_old):]]
+    assert len(added) == 8 and all("gap" in n for n in added)  # the held-duty entries, fittable now
+    twice, *_ = load_rows([old[3], old[3]])
+    assert [r["name"] for r in twice] == [r["name"] for r in load_rows([old[3]])[0]]
