@@ -45,6 +45,7 @@ class TorchZoo:
         self.torch = torch
         self.device = device
         self.fn: Callable[[], object] | None = None
+        self._single: Callable[[], object] | None = None
         self._bursts: list = []
         self._keep: list = []
         self._event = (lambda: torch.cuda.Event(enable_timing=True)) if device != "cpu" else _HostEvent
@@ -306,7 +307,7 @@ class TorchZoo:
         import os
         import tempfile
 
-        torch, single = self.torch, getattr(self, "_single", None)
+        torch, single = self.torch, self._single
         if self.device == "cpu" or single is None:
             return []
         keys = ("grid", "block", "blocks per SM", "warps per SM", "registers per thread", "shared memory",
