@@ -24,7 +24,7 @@ def _mean(xs):
 
 
 def cards(runs: list[Path], gpu: str = "h200") -> dict:
-    from kdvfs.summaries import h200x2_comparison, measured_collective_powers
+    from simulator.summaries import h200x2_comparison, measured_collective_powers
 
     def compare(run, gpu, measured_collectives=False):
         return h200x2_comparison(run, gpu, measured_collectives=measured_collectives)

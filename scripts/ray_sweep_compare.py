@@ -36,8 +36,8 @@ def per_unit(path: Path) -> dict[str, dict]:
 
 
 def compare(two: Path, one: Path, trace: str = "gpt3xl-torch-h200-bf16", gpus: int = 2) -> dict:
-    from hw_backend.sim_workload import stages_of
     from kdvfs.bundled import load_trace_by_name
+    from kdvfs.trace import stages_of
 
     order: list[str] = []
     for s in stages_of(load_trace_by_name(trace)):
