@@ -356,7 +356,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if _REDUCE_OPS.search(full):
         n = _numel(shapes[0])  # the input read at its own dtype (a bool mask is one byte), one result written
         fpe = MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0
-        return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + _size(dt)), dt, False, "shapes")
+        out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else _size(dt)  # all(), any(): a bool result
+        return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + out), dt, False, "shapes")
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
