@@ -115,7 +115,8 @@ def cmd_profile_calibrate(a) -> int:
     import sys
     from pathlib import Path
 
-    from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.calibrate_spaan2026 import calibrate_spaan2026
     from kdvfs.cli.common import progress
     from kdvfs.console import make_console
     from kdvfs.errors import InputError
