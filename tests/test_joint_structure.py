@@ -118,7 +118,7 @@ def test_best_setting_diagnosis_on_the_bundled_fit(spaan_trace):
     model-free part gives the README's numbers: at (auto, 9501) the rest of the backward pass must run slower and save
     more than any kernel measured there."""
     from kdvfs.calibrate import read_table
-    from scripts.best_setting_diagnosis import diagnose, locked_memory_requirement
+    from kdvfs.diagnosis import diagnose, locked_memory_requirement
 
     rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     d = diagnose(bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json", rows, spaan_trace)
