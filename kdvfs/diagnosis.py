@@ -80,8 +80,8 @@ def load_fit(path: str | Path) -> tuple[GpuSpec, KernelParams]:
     x = np.array([cv.get(c[0], c[3]) for c in CARD_PARAMS])
     spec = apply_structure(card_from_vector(RTX3080TI, x), doc.get("structure", {}))
     ps = doc["params"]
-    params = KernelParams(tuple(p["kernel"] for p in ps), *(np.array([p[f] for p in ps]) for f in
-                                                           ("t0_s", "tc_s", "tm_s", "uc", "um")), source="fitted")
+    t0, tc, tm, uc, um = (np.array([p[f] for p in ps]) for f in ("t0_s", "tc_s", "tm_s", "uc", "um"))
+    params = KernelParams(tuple(p["kernel"] for p in ps), t0, tc, tm, uc, um, source="fitted")
     return spec, params
 
 
@@ -147,7 +147,7 @@ def diagnose(path: str | Path, rows: list[dict], trace) -> dict:
             "moves_best_energy": {n: float(sens_e[n][i]) for n in top},
             "moves_best_time": {n: float(sens_t[n][i]) for n in sorted(sens_t, key=lambda n: -abs(sens_t[n][i]))[:2]},
         })
-    groups = {}
+    groups: dict[str, dict] = {}
     for k, r in zip(kernels, rows):
         g = ("core auto, memory 5001" if r["best_core"] == AUTO and r["best_mem"] == 5001 else
              "core auto, memory 9251/9501" if r["best_core"] == AUTO and r["best_mem"] in (9251, 9501) else
