@@ -36,10 +36,16 @@ from kdvfs.model import KernelParams, evaluate
 from kdvfs.passweep import pass_index, read_pass_sweep, study_settings
 from kdvfs.trace import load_trace, read_json_document
 
-__all__ = ["best_setting_diagnosis", "data_groups", "diagnose", "load_fit", "locked_memory_requirement",
-           "power_terms", "write_diagnosis"]
+__all__ = ["PASS_CONTEXT_TERM_SETS", "best_setting_diagnosis", "data_groups", "diagnose", "load_fit",
+           "locked_memory_requirement", "pass_context_check", "pass_context_lines", "power_terms", "write_diagnosis"]
 
 STEP = 0.05  # share of each card parameter's fitting range for the sensitivity
+
+PASS_CONTEXT_TERM_SETS = (
+    (), ("gap",), ("gap", "gapfwd"), ("automem",), ("autocore",), ("corepower",), ("automem", "autocore", "corepower"),
+    ("gap", "gapfwd", "automem", "autocore"))
+"""The pass-context term sets ``pass_context_check`` fits (``kdvfs.passcontext``)."""
+_PASS_KEYS = ("median_abs_time_err", "median_abs_energy_err", "worst_main_time_err", "worst_main_energy_err")
 
 
 def _read_fit(path: str | Path) -> dict[str, Any]:
@@ -263,3 +269,53 @@ def write_diagnosis(doc: dict, path: str | Path) -> Path:
     from kdvfs.fileio import write_atomic
 
     return write_atomic(Path(path), (json.dumps(_rounded(doc), separators=(",", ":")) + "\n").encode(), "diagnosis")
+
+
+def pass_context_check() -> dict:
+    """What the pass-context terms (``kdvfs.passcontext``) can do for the RTX 3080 Ti model without refitting kernels:
+    the model-free bounds (``sweep_bounds``) for both placements of the loss kernels, and the bundled profile's kernels
+    held while each term set of ``PASS_CONTEXT_TERM_SETS`` is fitted to the pass-level sweep (on all 132 points, and on
+    the main region). From the study's two tables only."""
+    from kdvfs.bundled import model_params
+    from kdvfs.gpus import get_gpu
+    from kdvfs.passcontext import fit_context, sweep_bounds
+    from kdvfs.passweep import main_region, pass_errors
+
+    b = bundled_dir()
+    g = get_gpu("rtx3080ti")
+    trace = load_trace(b / "gpt3xl-llmc-rtx3080ti.trace.json")
+    rows = read_table(b / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
+    sw = read_pass_sweep(b / "spaan2026_fig3_fig4_pass_level.csv", g)
+    doc: dict = {"bounds": {}, "table_fit_with_terms": []}
+    for loss_pass in ("backward", "forward"):
+        doc["bounds"][f"loss_in_{loss_pass}"] = sweep_bounds(rows, sw.time_change_pct, sw.energy_change_pct,
+                                                             pass_index(trace, loss_pass))
+    st = study_settings()
+    ev = evaluate(g, model_params(trace, g), np.array([s[0] for s in st]), np.array([s[1] for s in st]))
+    passes = pass_index(trace, "backward")
+    w = np.stack([trace.repeats * (passes == k) for k in range(2)])
+    kt, ke = w @ ev.time_s, w @ ev.energy_j
+    for terms, fitted_on in ((t, f) for f in ("all", "main") for t in PASS_CONTEXT_TERM_SETS):
+        if fitted_on == "main" and not terms:
+            continue
+        ctx = fit_context(g, st, kt, ke, sw.time_change_pct, sw.energy_change_pct, terms,
+                          mask=main_region(st) if fitted_on == "main" else None)
+        r = pass_errors(ev.time_s, ev.energy_j, trace.repeats, passes, sw, ctx, g)
+        row = {"terms": ",".join(terms) or "none", "fitted_on": fitted_on, **{k: round(float(r[k]), 3) for k in _PASS_KEYS},
+               "context": {f: round(float(getattr(ctx, f)), 6) for f in ctx.__dataclass_fields__}}
+        doc["table_fit_with_terms"].append(row)
+    return doc
+
+
+def pass_context_lines(doc: dict) -> list[str]:
+    """One line per fitted term set, then one per pass and placement of the bounds."""
+    out = [f"{row['terms']:24s} {row['fitted_on']:4s} median time/energy {row['median_abs_time_err']:6.2f} / "
+           f"{row['median_abs_energy_err']:6.2f}  worst {row['worst_main_time_err']:6.2f} / "
+           f"{row['worst_main_energy_err']:6.2f}  {row['context']}" for row in doc["table_fit_with_terms"]]
+    for k, v in doc["bounds"].items():
+        for p in v:
+            out.append(f"{k} {p['pass']:8s} Σt_max {p['kernel_time_max_sum_pct']:7.1f} %, pass max {p['pass_time_max_pct']:7.1f} %"
+                       f" → gap share ≤ {100 * p['gap_share_max']:.2f} %; Σe_min {p['kernel_energy_min_sum_pct']:.2f} %, "
+                       f"pass min {p['pass_energy_min_pct']:.2f} % → gap power ≥ {p['gap_power_needed_w']:.0f} W or "
+                       f"baseline overhead ≥ {100 * p['baseline_overhead_needed']:.2f} %")
+    return out

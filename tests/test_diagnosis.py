@@ -25,3 +25,14 @@ def test_diagnose_refuses_a_file_that_is_not_a_calibration(tmp_path, capsys):
     bad.write_text('{"format": "something else"}')
     one_error_line(*run_cli(["profile", "diagnose", str(bad)], capsys), "x.json", "card_vector")
     one_error_line(*run_cli(["profile", "diagnose", str(tmp_path / "missing.json")], capsys), "does not exist")
+
+
+def test_pass_context_check_rebuilds_the_kept_file():
+    """``scripts.pass_context_check`` is ``kdvfs.diagnosis.pass_context_check``: the kept document, byte for byte."""
+    from kdvfs.diagnosis import pass_context_check, pass_context_lines
+
+    doc = pass_context_check()
+    kept = ROOT / "validation" / "rtx3080ti-calibration" / "pass_context.json"
+    assert json.dumps(doc, indent=1, default=float) + "\n" == kept.read_text()
+    lines = pass_context_lines(doc)
+    assert len(lines) == len(doc["table_fit_with_terms"]) + sum(len(v) for v in doc["bounds"].values())
