@@ -354,7 +354,14 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
     """
     with single_threaded_blas():  # one process, small dense solves: a BLAS thread pool only thrashes (kdvfs.blas)
         base = spec or generic_spec(sweep)
-        return _solve(base, _flatten(sweep), base.name == "generic", noise(sweep))
+        try:
+            return _solve(base, _flatten(sweep), base.name == "generic", noise(sweep))
+        except np.linalg.LinAlgError as e:  # the trust-region step's SVD on a near-singular problem (few, noisy points)
+            counts = [len(ps) for ps in sweep.points.values()]
+            raise InputError(
+                f"sweep {sweep.path or '(in memory)'!r}: the model fit did not converge ({e}) on {len(counts)} kernels "
+                f"with {min(counts, default=0)}–{max(counts, default=0)} measured settings each; measure more settings "
+                "per kernel (3 or more spread over the grid; a sparse sweep: more probes) and fit again") from None
 
 
 def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:

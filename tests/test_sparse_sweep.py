@@ -118,3 +118,21 @@ def test_the_decision_is_a_pure_function_of_the_measurements(tmp_path, spaan_tra
     for name, key in units:
         for st in a.get(name, []):
             assert st in SETTINGS and (key, *st) not in measured
+
+
+def test_a_fit_that_does_not_converge_is_an_input_error_naming_the_fix(tmp_path, spaan_trace, monkeypatch):
+    """A sparse sweep on the fake (seed 11, 0.2 s windows, the study's settings) stopped with numpy's 'SVD did not
+    converge' traceback from inside the fit; the fit now says what it could not do and what to measure."""
+    import kdvfs.fit as fit
+    from kdvfs.errors import InputError
+
+    be, wl, _ = _fake(spaan_trace, 2)
+    out = run_sweep(be, wl, G, sparse_probes(G, SETTINGS, 2), tmp_path / "s.csv", **KW)
+
+    def singular(*a, **k):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(fit, "least_squares", singular)
+    with pytest.raises(InputError, match=r"did not converge .* on 46 kernels with 3–3 measured settings each; measure "
+                                         "more settings per kernel"):
+        fit.fit_params(read_sweep(out), G)
