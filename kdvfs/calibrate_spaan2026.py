@@ -175,7 +175,8 @@ def _preset_matches(spec: GpuSpec) -> bool:
 
 
 def preset_source(spec: GpuSpec) -> str:
-    """The fitted card constants as Python keyword arguments, to paste into the rtx3080ti preset (``kdvfs/gpus.py``)."""
+    """The fitted card constants as Python keyword arguments, for the report. The rtx3080ti preset does not copy them:
+    it reads the written calibration's ``card`` (``kdvfs.gpus._rtx3080ti_fitted``)."""
     parts = []
     for f in _PRESET_FIELDS:
         parts.append(f"{f}={getattr(spec, f)!r}")
