@@ -4,13 +4,16 @@
 - ``nvml`` — ``NvmlBackend`` over nvidia-ml-py (observe-only by default); NVML errors translated once.
 - ``fake`` — ``FakeNvml``, a pynvml-shaped fake GPU driven by the kernel model (public, for CI).
 - ``measure`` — energy-counter-aligned measurement windows.
-- ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps.
-- ``sweep`` — resumable (and sparse) sweeps; ``validate`` — isolated and live validation against the simulator.
+- ``workloads`` — the GPT-3-style block in PyTorch (stage replay); ``sim_workload`` — workload units for sweeps;
+  ``record`` — one profiled step of the block, imported as a trace (``kdvfs record``).
+- ``sweep`` — resumable sweeps, and sparse ones whose rounds ``kdvfs.fit`` chooses; ``validate`` — isolated and live
+  validation against the simulator.
 - ``safety`` — the sweep output's exclusive lock and the marker for clocks a killed run left locked.
 - ``runtime`` — ``ClockRuntime``: applies a schedule inside a training loop from boundary events, writes off the
   training thread; ``torch_runtime`` — ``KdvfsRuntime``, the PyTorch glue (module and optimizer hooks, CUDA events).
 - ``characterize`` — the observe-only kernel zoo and limiter step responses (``FakeZoo``; ``zoo_torch.TorchZoo`` on a
-  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config).
+  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config);
+  ``ddp`` — a data-parallel step over several GPUs measured observe-only (run under ``torchrun``).
 pynvml and torch are imported only where needed.
 """
 

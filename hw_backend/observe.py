@@ -275,9 +275,9 @@ def observe_session(out: Path, window_s: float = 5.0, only_foreign: bool = False
     import torch
 
     from hw_backend.nvml import NvmlBackend
+    from hw_backend.record import record
     from hw_backend.sim_workload import block_step
     from hw_backend.workloads import BlockConfig, BlockWorkload
-    from kdvfs.record import record
 
     out.mkdir(parents=True, exist_ok=True)
     if only_foreign:

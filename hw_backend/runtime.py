@@ -19,7 +19,6 @@ Clocks are restored on every exit path by ``ClockGuard`` (normal exit, exception
 
 from __future__ import annotations
 
-import inspect
 import logging
 import queue
 import threading
@@ -144,7 +143,6 @@ class ClockRuntime:
         self.clock, self.wait, self.reached, self.mark = clock, wait, reached, mark
         self._index = {(r.event, r.occurrence): i for i, r in enumerate(plan.regions)}
         self._kinds = set(plan.events)
-        self._verify_kw = "verify" in inspect.signature(self.writer.set_clocks_mhz).parameters
         self.guard = ClockGuard(self.writer)
         self.records: list[StepRecord] = []
         self._q: queue.Queue = queue.Queue()
@@ -252,11 +250,9 @@ class ClockRuntime:
                 i, (core, mem), t_req, token = item
                 if self.wait is not None and token is not None:
                     self.wait(token)
-                self.guard.changed = True
-                if self._verify_kw:
-                    self.writer.set_clocks_mhz(core, mem, verify=False)
-                else:
-                    self.writer.set_clocks_mhz(core, mem)
+                # through the guard (it then restores, and a backend's clock marker is written before the first
+                # lock); no read-back on the training's time
+                self.guard.set(core, mem, verify=False)
                 done = self.clock() - self._t0
                 late = self._is_late(i, done)
                 with self._lock:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kdvfs.errors import InputError
-from kdvfs.trace import Trace
+from kdvfs.trace import Trace, stages_of
 
 __all__ = ["Unit", "Workload", "SimulatedWorkload", "TorchWorkload", "block_step", "stages_of"]
 
@@ -81,23 +81,6 @@ class SimulatedWorkload:
             if before is not None:
                 before(i)
             self.fake.run_kernel(k, 1)
-
-
-def stages_of(trace: Trace) -> list[str]:
-    """The workload stage of every trace kernel. Glue kernels launched between two stages (a gradient sum) count
-    with the stage before them; a kernel no stage launched at all means the trace was not recorded by kdvfs."""
-    out: list[str] = []
-    for key, k in zip(trace.kernel_keys, trace.kernels):
-        op = k.op or ""
-        if op.startswith("stage:"):
-            out.append(op[6:])
-        elif out and any((kk.op or "").startswith("stage:") for kk in trace.kernels):
-            out.append(out[-1])
-        else:
-            raise InputError(
-                f"trace kernel {key!r} ({k.name[:60]}) was not recorded by `kdvfs record`, so no workload stage "
-                "replays it; record the trace with `kdvfs record` on this GPU, or validate on the fake backend")
-    return out
 
 
 class TorchWorkload:

@@ -11,8 +11,9 @@ The output starts with ``# kdvfs-sweep/1 gpu=NAME trace=NAME trace_sha=HEX``: an
 is a sweep of another trace or card, is refused before anything is written (the file is left untouched), and the file
 is locked (``fcntl``) for as long as the sweep writes it, so a second writer is refused.
 
-Sparse mode measures a few settings per kernel, fits the model, and then measures only the settings around each
-kernel's predicted optimum.
+Sparse mode measures a few settings per kernel, then, round by round, the settings that ``kdvfs.fit.sparse_next``
+asks for (a pure function of the measurements so far: fit, solve, each kernel's chosen setting if it is new); this
+module only measures.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
 
 from hw_backend.base import ClockGuard
 from hw_backend.measure import measure_window
@@ -230,37 +229,11 @@ def _run_locked(backend, workload, spec, settings, out: Path, *, window_s, warmu
     return out
 
 
-def _probes(spec: GpuSpec, settings: list[tuple[int, int]], first: int) -> list[tuple[int, int]]:
-    """Settings that show a kernel's core and memory sensitivity: auto, a lower core clock at the highest memory
-    clock, a lower memory clock at a high core clock, then more spread over the grid if asked."""
-    grid = [s for s in settings if s != (AUTO, AUTO)]
-    mems = sorted({m for _, m in grid if m != AUTO})
-    cores = sorted({c for c, _ in grid if c != AUTO})
-    out = [(AUTO, AUTO)] if (AUTO, AUTO) in settings else []
-
-    def nearest(c, m):
-        cand = [s for s in grid if s[1] == m] or grid
-        return min(cand, key=lambda s: abs((s[0] or spec.boost_core_mhz) - c))
-
-    if cores and mems:
-        out.append(nearest(0.55 * spec.boost_core_mhz, mems[-1]))
-        if len(mems) > 1:
-            hi = [m for m in mems if spec.bandwidth_gbs(np.array(m)) > 0.3 * spec.mem_bandwidth_gbs[-1]]
-            out.append(nearest(spec.boost_core_mhz, hi[0] if hi else mems[-2]))
-    explicit = sorted(grid, key=lambda s: (s[1], s[0]))
-    for i in np.linspace(0, len(explicit) - 1, max(first - 2, 0) + 2).round().astype(int)[1:-1]:
-        if len(out) >= first + 1:
-            break
-        if explicit[i] not in out:
-            out.append(explicit[i])
-    return list(dict.fromkeys(out))[: first + 1]
-
-
 def sparse_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int]], out: str | Path, *,
                  first: int = 2, rounds: int = 2, **kw) -> dict:
-    """Measure auto and ``first`` probe settings per kernel, fit the model, solve the global strict-waste problem on
-    the fitted profile, and measure each kernel's chosen setting if it is new; repeat ``rounds`` times.
-    Returns the number of measurements."""
+    """Measure auto and ``first`` probe settings per kernel (``kdvfs.fit.sparse_probes``), then, up to ``rounds``
+    times, the settings ``kdvfs.fit.sparse_next`` chooses from the measurements so far (each kernel's setting in the
+    global strict-waste optimum of the fitted model, if it is new). Returns the number of measurements."""
     check_sweep_args(window_s=kw.get("window_s", 5.0), warmup_s=kw.get("warmup_s", 1.0), repeats=kw.get("repeats", 1),
                      min_steps=kw.get("min_steps", 20))
     check_output(Path(out), spec, workload)
@@ -269,41 +242,17 @@ def sparse_sweep(backend, workload, spec: GpuSpec, settings: list[tuple[int, int
 
 
 def _sparse_locked(backend, workload, spec: GpuSpec, settings, out, *, first: int, rounds: int, **kw) -> dict:
-    from kdvfs.fit import fit_params, read_sweep
-    from kdvfs.model import evaluate
-    from kdvfs.optimize.knapsack import solve_fast
+    from kdvfs.fit import read_sweep, sparse_next, sparse_probes
 
-    probes = _probes(spec, settings, first)
-    run_sweep(backend, workload, spec, probes, out, only=None, **kw)
-    units = workload.units()
-    reps = {u.name: 1 for u in units}
-    c = np.array([s[0] for s in settings])
-    m = np.array([s[1] for s in settings])
+    run_sweep(backend, workload, spec, sparse_probes(spec, settings, first), out, only=None, **kw)
+    units = [(u.name, u.keys[0]) for u in workload.units()]
+    trace = getattr(workload, "trace", None)
+    repeats = dict(zip(trace.kernel_keys, trace.repeats.tolist())) if trace is not None else None
     for _ in range(rounds):
-        sw = read_sweep(out)
-        _, params = fit_params(sw, spec)
-        ev = evaluate(spec, params, c, m)
-        key_idx = {k: i for i, k in enumerate(params.keys)}
-        idx = [key_idx[u.keys[0]] for u in units]
-        T, E = ev.time_s[idx], ev.energy_j[idx]
-        r = np.array([reps[u.name] for u in units])
-        if hasattr(workload, "trace"):
-            rep_of = dict(zip(workload.trace.kernel_keys, workload.trace.repeats.tolist()))
-            r = np.array([rep_of.get(u.keys[0], 1) for u in units])
-        ia = settings.index((AUTO, AUTO)) if (AUTO, AUTO) in settings else int(np.argmax(c))
-        alloc = solve_fast(T, E, r, float(r @ T[:, ia]))
-        done = {(k, cc, mm) for k, ps in read_sweep(out, min_points=1).points.items() for p in ps
-                for cc, mm in [(p.core_mhz, p.mem_mhz)]}
-        only: dict[str, list[tuple[int, int]]] = {}
-        for u, cnt in zip(units, alloc.counts):
-            s = max(cnt, key=cnt.__getitem__)
-            st = settings[s]
-            if (u.keys[0], st[0], st[1]) not in done:
-                only[u.name] = [st]
+        only = sparse_next(read_sweep(out), spec, settings, units, repeats)
         if not only:
             break
         extra = sorted({s for v in only.values() for s in v}, key=lambda s: (s[1], s[0]))
         run_sweep(backend, workload, spec, extra, out, only=only, **kw)
     n_meas = sum(len(ps) for ps in read_sweep(out, min_points=1).points.values())
     return {"measured_settings": n_meas, "units": len(units)}
-

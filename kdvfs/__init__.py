@@ -6,11 +6,11 @@ detection), ``runtime_plan`` (regions a training-loop runtime can see, boundary-
 to an answer), ``results`` (docs/results.md from validation/), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
 ``limiter`` (the card's windowed power limiter: model, ceiling tables, steady state), ``limiter_fit`` (its dynamics
 fitted to step responses), ``profile`` (per-kernel × per-setting tables), ``work`` (each kernel's FLOPs and bytes from op shapes, names and
-grids), ``worktable`` (that work and the rates it implies, to check by eye), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the per-kernel table and report), ``calibrate_joint`` (the RTX 3080 Ti calibration on the table and the
-pass-level sweep), ``passweep`` (the study's pass-level sweep, its 66 settings), ``blas`` (single-threaded BLAS), ``calibrate_h200``
+grids), ``kernelwork`` (a profiler trace's kernels joined to their ops' work), ``worktable`` (that work and the rates it implies, to check by eye), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the per-kernel table and report), ``calibrate_joint`` (the RTX 3080 Ti calibration on the table and the
+pass-level sweep), ``calibrate_spaan2026`` (that calibration run: inputs, fit, report, files), ``passweep`` (the study's pass-level sweep, its 66 settings), ``blas`` (single-threaded BLAS), ``calibrate_h200``
 (the H200's constants fitted to the characterisation zoo), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),
-``plots``, ``record`` (PyTorch recording), ``identity`` (which trace a profile, schedule or sweep belongs to: name +
+``plots``, ``identity`` (which trace a profile, schedule or sweep belongs to: name +
 content hash), ``fileio`` (output paths checked first, atomic writes) and ``cli`` (the ``kdvfs`` command). ``simulator`` and ``hw_backend`` are
 sibling packages. Importing kdvfs never imports torch or pynvml.
 """

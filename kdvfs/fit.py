@@ -28,7 +28,7 @@ from kdvfs.model import KernelParams, evaluate
 from kdvfs.profile import Profile, parse_clock, read_csv_rows
 
 __all__ = ["SweepPoint", "Sweep", "read_sweep", "generic_spec", "fit_params", "fit_profile", "crossval", "noise",
-           "train_indices"]
+           "sparse_next", "sparse_probes", "train_indices"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +354,14 @@ def fit_params(sweep: Sweep, spec: GpuSpec | None = None) -> tuple[GpuSpec, Kern
     """
     with single_threaded_blas():  # one process, small dense solves: a BLAS thread pool only thrashes (kdvfs.blas)
         base = spec or generic_spec(sweep)
-        return _solve(base, _flatten(sweep), base.name == "generic", noise(sweep))
+        try:
+            return _solve(base, _flatten(sweep), base.name == "generic", noise(sweep))
+        except np.linalg.LinAlgError as e:  # the trust-region step's SVD on a near-singular problem (few, noisy points)
+            counts = [len(ps) for ps in sweep.points.values()]
+            raise InputError(
+                f"sweep {sweep.path or '(in memory)'!r}: the model fit did not converge ({e}) on {len(counts)} kernels "
+                f"with {min(counts, default=0)}–{max(counts, default=0)} measured settings each; measure more settings "
+                "per kernel (3 or more spread over the grid; a sparse sweep: more probes) and fit again") from None
 
 
 def fit_profile(sweep: Sweep, spec: GpuSpec, trace_name: str = "") -> Profile:
@@ -436,3 +443,60 @@ def crossval(sweep: Sweep, train_points: int = 3, spec: GpuSpec | None = None, *
             "slow_core_mhz": spec.slow_core_mhz, "slow_exponent": spec.slow_exponent if spec.slow_core_mhz else None,
             "time_mape_pct": float(np.mean(all_t)), "power_mape_pct": float(np.mean(all_p)),
             "energy_mape_pct": float(np.mean(all_e))}
+
+
+def sparse_probes(spec: GpuSpec, settings: list[tuple[int, int]], first: int) -> list[tuple[int, int]]:
+    """The settings a sparse sweep measures first, for every kernel: auto, a lower core clock at the highest memory
+    clock, a lower memory clock at a high core clock, then more spread over the grid (at most ``first`` besides auto).
+    Together they show each kernel's core and memory sensitivity, which the fit needs."""
+    grid = [s for s in settings if s != (AUTO, AUTO)]
+    mems = sorted({m for _, m in grid if m != AUTO})
+    cores = sorted({c for c, _ in grid if c != AUTO})
+    out = [(AUTO, AUTO)] if (AUTO, AUTO) in settings else []
+
+    def nearest(c, m):
+        cand = [s for s in grid if s[1] == m] or grid
+        return min(cand, key=lambda s: abs((s[0] or spec.boost_core_mhz) - c))
+
+    if cores and mems:
+        out.append(nearest(0.55 * spec.boost_core_mhz, mems[-1]))
+        if len(mems) > 1:
+            hi = [m for m in mems if spec.bandwidth_gbs(np.array(m)) > 0.3 * spec.mem_bandwidth_gbs[-1]]
+            out.append(nearest(spec.boost_core_mhz, hi[0] if hi else mems[-2]))
+    explicit = sorted(grid, key=lambda s: (s[1], s[0]))
+    for i in np.linspace(0, len(explicit) - 1, max(first - 2, 0) + 2).round().astype(int)[1:-1]:
+        if len(out) >= first + 1:
+            break
+        if explicit[i] not in out:
+            out.append(explicit[i])
+    return list(dict.fromkeys(out))[: first + 1]
+
+
+def sparse_next(sweep: Sweep, spec: GpuSpec, settings: list[tuple[int, int]], units: list[tuple[str, str]],
+                repeats: dict[str, int] | None = None) -> dict[str, list[tuple[int, int]]]:
+    """Which settings a sparse sweep measures next: a pure function of the measurements so far.
+
+    Fits the model to ``sweep``, solves the global strict-waste problem over ``settings`` on the fitted times and
+    energies (each unit weighted by its kernel's repeat count in ``repeats``, 1 where absent or without ``repeats``), and
+    returns, per unit name, its chosen setting where that unit's kernel has not been measured there yet. ``units`` are
+    (unit name, the kernel key that stands for it) in the sweep's unit order. An empty answer: nothing left to measure.
+    """
+    from kdvfs.optimize.knapsack import solve_fast
+
+    _, params = fit_params(sweep, spec)
+    c = np.array([s[0] for s in settings])
+    m = np.array([s[1] for s in settings])
+    ev = evaluate(spec, params, c, m)
+    key_idx = {k: i for i, k in enumerate(params.keys)}
+    idx = [key_idx[key] for _, key in units]
+    T, E = ev.time_s[idx], ev.energy_j[idx]
+    r = np.array([(repeats or {}).get(key, 1) for _, key in units])
+    ia = settings.index((AUTO, AUTO)) if (AUTO, AUTO) in settings else int(np.argmax(c))
+    alloc = solve_fast(T, E, r, float(r @ T[:, ia]))
+    done = {(k, p.core_mhz, p.mem_mhz) for k, ps in sweep.points.items() for p in ps}
+    nxt: dict[str, list[tuple[int, int]]] = {}
+    for (name, key), cnt in zip(units, alloc.counts):
+        st = settings[max(cnt, key=cnt.__getitem__)]
+        if (key, st[0], st[1]) not in done:
+            nxt[name] = [st]
+    return nxt

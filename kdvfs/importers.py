@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError
+from kdvfs.kernelwork import kernel_work
 from kdvfs.kineto import COPY_CATS, LABEL_PREFIX, OP_PREFIX, GpuEvent, Resolved, read_kineto, resolve
 from kdvfs.structure import find_blocks, merge_units, unit_class
 from kdvfs.trace import PASSES, Kernel, Segment, Trace
-from kdvfs.work import kernel_work
 
 __all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "categorize", "import_kineto", "import_spaan_csv",
            "kernel_from_event", "trace_stem", "transfer_work"]

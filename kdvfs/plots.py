@@ -98,7 +98,7 @@ def plot_pass_level(rows: list[dict], path: str | Path, title: str = "") -> Path
     line per memory clock through the core clocks; the study solid with dots, the model dashed with crosses.
 
     ``rows``: one per pass and setting with ``pass``, ``mem_mhz``, ``core_mhz`` and the model's and the study's
-    ``*_time_change_pct`` / ``*_energy_change_pct`` (``kdvfs.calibrate_joint.joint_report``'s ``passes``)."""
+    ``*_time_change_pct`` / ``*_energy_change_pct`` (``kdvfs.calibrate_spaan2026.joint_report``'s ``passes``)."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     mems = list(dict.fromkeys(r["mem_mhz"] for r in rows))

@@ -7,14 +7,17 @@ so a fit that assumes nothing about the card is tested against a truth it does n
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from kdvfs.gpus import GpuSpec, SwitchModel
 from kdvfs.model import KernelParams, evaluate
 
-__all__ = ["HIDDEN_CARD", "OLDER_CARD", "random_params", "slowdown_sweep", "synthetic_sweep", "write_sweep"]
+__all__ = ["CROSSVAL_SLOWDOWN_DRAWS", "HIDDEN_CARD", "OLDER_CARD", "crossval_study", "random_params", "slowdown_sweep",
+           "synthetic_sweep", "write_sweep"]
 
 HIDDEN_CARD = GpuSpec(
     name="hidden-v100like", full_name="synthetic Volta-like card", arch="synthetic",
@@ -96,3 +99,51 @@ def slowdown_sweep(n_kernels: int = 20, n_clocks: int = 11, slow_at_min: float =
             rows.append({"kernel": params.keys[k], "core_mhz": int(c), "mem_mhz": spec.max_mem_mhz,
                          "time_s": f"{ti:.6e}", "power_w": f"{pi:.3f}"})
     return rows
+
+
+CROSSVAL_SLOWDOWN_DRAWS: list[dict[str, Any]] = [dict(seed=s, knee_mhz=800.0, slow_at_min=0.9) for s in (1, 2, 3, 4)] + [
+    dict(seed=1, knee_mhz=650.0, slow_at_min=0.9), dict(seed=1, knee_mhz=950.0, slow_at_min=0.9),
+    dict(seed=2, knee_mhz=800.0, slow_at_min=0.6), dict(seed=3, knee_mhz=800.0, slow_at_min=1.2)]
+"""The slowdown sweeps of ``crossval_study``: four seeds, an earlier and a later onset, a weaker and a stronger
+slowdown."""
+
+
+def crossval_study(n_kernels: int = 20, on_row: Callable[[dict], None] | None = None) -> dict:
+    """Cross-validate the sweep fit (3 training points per kernel) on the slowdown sweeps and on four no-slowdown
+    sweeps, in the rotated layout (``kdvfs.fit.train_indices``, what ``kdvfs profile crossval`` uses) and the fixed one;
+    ``on_row`` sees each row as it is made (with its CPU seconds, which the document leaves out). The document of
+    ``validation/rtx3080ti-calibration/crossval.json``."""
+    import tempfile
+    import time
+
+    from kdvfs.fit import crossval, read_sweep
+
+    cases = [("slowdown", kw, slowdown_sweep(n_kernels=n_kernels, **kw)) for kw in CROSSVAL_SLOWDOWN_DRAWS]
+    cases += [("no slowdown", {"seed": s}, synthetic_sweep(n_kernels=n_kernels, seed=s)) for s in range(4)]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (kind, kw, sweep_rows) in enumerate(cases):
+            sweep = read_sweep(write_sweep(sweep_rows, Path(tmp) / f"s{i}.csv"))
+            for rotate in (True, False):
+                t0 = time.process_time()
+                r = crossval(sweep, 3, rotate=rotate)
+                rows.append({"sweep": kind, **kw, "kernels": n_kernels, "layout": r["layout"],
+                             "time_mape_pct": round(r["time_mape_pct"], 3),
+                             "power_mape_pct": round(r["power_mape_pct"], 3),
+                             "energy_mape_pct": round(r["energy_mape_pct"], 3),
+                             "slow_core_mhz": round(r["slow_core_mhz"], 1),
+                             "slow_exponent": None if r["slow_exponent"] is None else round(r["slow_exponent"], 3),
+                             "cpu_s": round(time.process_time() - t0, 2)})
+                if on_row is not None:
+                    on_row(rows[-1])
+    summary = {}
+    for layout in ("rotated", "fixed"):
+        for kind in ("slowdown", "no slowdown"):
+            sel = [r for r in rows if r["layout"] == layout and r["sweep"] == kind]
+            summary[f"{layout}, {kind}"] = {
+                "sweeps": len(sel),
+                "time_mape_pct_max": max(r["time_mape_pct"] for r in sel),
+                "power_mape_pct_max": max(r["power_mape_pct"] for r in sel),
+                "meets_5_pct": sum(r["time_mape_pct"] <= 5 and r["power_mape_pct"] <= 5 for r in sel)}
+    return {"command": f"python -m scripts.crossval_slowdown --kernels {n_kernels}", "train_points": 3,
+            "summary": summary, "rows": [{k: v for k, v in r.items() if k != "cpu_s"} for r in rows]}

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kdvfs.errors import FormatError
+from kdvfs.errors import FormatError, InputError
 
 __all__ = [
     "CATEGORIES",
@@ -29,6 +29,7 @@ __all__ = [
     "Trace",
     "load_trace",
     "save_trace",
+    "stages_of",
     "trace_from_dict",
     "trace_to_dict",
 ]
@@ -480,3 +481,21 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
 def segments_from_pairs(pairs: Iterable[tuple[str, str, int, list[Kernel]]]) -> tuple[Segment, ...]:
     """Build segments from ``(name, pass, repeat, kernels)`` tuples."""
     return tuple(Segment(name=n, pass_name=p, repeat=r, kernels=tuple(ks)) for n, p, r, ks in pairs)
+
+
+def stages_of(trace: Trace) -> list[str]:
+    """The workload stage of every trace kernel (the ``stage:<name>`` op labels of ``kdvfs record``). Glue kernels
+    launched between two stages (a gradient sum) count with the stage before them; a kernel no stage launched at all
+    means the trace was not recorded by kdvfs."""
+    out: list[str] = []
+    for key, k in zip(trace.kernel_keys, trace.kernels):
+        op = k.op or ""
+        if op.startswith("stage:"):
+            out.append(op[6:])
+        elif out and any((kk.op or "").startswith("stage:") for kk in trace.kernels):
+            out.append(out[-1])
+        else:
+            raise InputError(
+                f"trace kernel {key!r} ({k.name[:60]}) was not recorded by `kdvfs record`, so no workload stage "
+                "replays it; record the trace with `kdvfs record` on this GPU, or validate on the fake backend")
+    return out

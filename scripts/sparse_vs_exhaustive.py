@@ -13,81 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import numpy as np
+from hw_backend.sparse_study import sparse_vs_exhaustive
 
-from hw_backend import FakeNvml, NvmlBackend, SimulatedWorkload
-from hw_backend.sweep import parse_settings, run_sweep, sparse_sweep
-from kdvfs.bundled import bundled_dir, load_trace_by_name
-from kdvfs.calibrate import load_params
-from kdvfs.fit import fit_profile, read_sweep
-from kdvfs.gpus import get_gpu
-from kdvfs.model import evaluate
-from kdvfs.optimize import Problem, optimize
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def true_saving(sched, spec, truth, trace) -> tuple[float, float]:
-    inst = trace.instances()
-    ev = evaluate(spec, truth, sched.core_mhz, sched.mem_mhz, kernel_index=inst)
-    au = evaluate(spec, truth, np.zeros(len(inst), int), np.zeros(len(inst), int), kernel_index=inst)
-    return 100 * (ev.energy_j.sum() / au.energy_j.sum() - 1), 100 * (ev.time_s.sum() / au.time_s.sum() - 1)
-
-
-def run(mode: str, out: Path, window: float, spec, trace, truth, settings) -> dict:
-    fake = FakeNvml(spec, truth, seed=11, time_noise=0.01, power_noise=0.02)
-    be, wl = NvmlBackend(fake, observe_only=False), SimulatedWorkload(trace, fake)
-    kw = dict(window_s=window, warmup_s=0.5, allow_clock_control=True)
-    t0 = time.perf_counter()
-    if mode == "exhaustive":
-        run_sweep(be, wl, spec, settings, out, **kw)
-    else:
-        sparse_sweep(be, wl, spec, settings, out, first=2, rounds=2, **kw)
-    sw = read_sweep(out, min_points=1)
-    n = sum(len(v) for v in sw.points.values())
-    prof = fit_profile(read_sweep(out), spec, trace.name).restrict(settings)
-    sched = optimize(Problem(trace, prof), "waste", 0.0)
-    de, dt = true_saving(sched, spec, truth, trace)
-    return {"mode": mode, "measurements": n, "predicted_energy_change_pct": float(sched.predicted.energy_change_pct),
-            "true_energy_change_pct": float(de), "true_time_change_pct": float(dt), "simulated_seconds": fake.now_s,
-            "wall_s": time.perf_counter() - t0, "clocks_restored": bool(fake.at_default_clocks)}
-
-
-def main() -> int:
+if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--window", type=float, default=5.0)
-    ap.add_argument("--out", default=str(ROOT / "validation/fake"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "validation/fake"))
     a = ap.parse_args()
-    spec = get_gpu("rtx3080ti")
-    trace = load_trace_by_name("gpt3xl-llmc-rtx3080ti")
-    truth = load_params(bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json")
-    settings = parse_settings("study", spec)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    res = []
-    for mode in ("exhaustive", "sparse"):
-        f = out / f"sweep-{mode}.csv"
-        if f.exists():
-            f.unlink()
-        r = run(mode, f, a.window, spec, trace, truth, settings)
-        res.append(r)
-        f.unlink()
-        print(json.dumps(r))
-    ex, sp = res
-    doc = {"command": f"python -m scripts.sparse_vs_exhaustive --window {a.window:g}", "settings": len(settings),
-           "kernels": len(trace.kernels), "noise": {"time": 0.01, "power": 0.02}, "runs": res,
-           "measurement_ratio": sp["measurements"] / ex["measurements"],
-           "saving_difference_points": abs(sp["true_energy_change_pct"] - ex["true_energy_change_pct"])}
-    doc["targets_met"] = bool(doc["measurement_ratio"] <= 0.10 and doc["saving_difference_points"] <= 0.5)
-    (out / "sparse_vs_exhaustive.json").write_text(json.dumps(doc, indent=1) + "\n")
+    doc = sparse_vs_exhaustive(a.window, a.out, on_run=lambda r: print(json.dumps(r)))
+    (Path(a.out) / "sparse_vs_exhaustive.json").write_text(json.dumps(doc, indent=1) + "\n")
+    ex, sp = doc["runs"]
     print(f"sparse: {sp['measurements']} of {ex['measurements']} measurements ({100 * doc['measurement_ratio']:.1f} %), "
           f"true saving {sp['true_energy_change_pct']:+.2f} % vs exhaustive {ex['true_energy_change_pct']:+.2f} % "
           f"(difference {doc['saving_difference_points']:.2f} points)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,7 +8,9 @@
 - ``whatif`` — grids of scenarios through an executor.
 - ``limiter`` — the card's power limiter in both paths (a limiter process in simpy, the same controller in a loop).
 - ``limited_whatif`` — policies against auto under the limiter, before and after; ``stepcheck`` — measured steps
-  against the model under the limiter.
+  against the model under the limiter; ``summaries`` — the validation summaries (``kdvfs summarize``): measurements
+  beside the model and the simulator; ``h200_analyses`` — the H200 experiments' analyses (session logs, DDP runs per
+  card, batch carrying, the Ray sweep, the model's fidelity) that ``scripts/`` call.
 ``simulate`` picks the fast path where it applies, unless told otherwise.
 """
 

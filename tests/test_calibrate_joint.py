@@ -58,7 +58,8 @@ def test_bundled_profile_has_every_study_setting_and_its_pass_level_errors(spaan
 def test_calibration_json_matches_preset_and_profile(spaan_trace, spaan_profile):
     """The bundled profile, its calibration JSON and the catalog preset are one fit."""
     from kdvfs.bundled import model_params
-    from kdvfs.calibrate_joint import _preset_matches, card_from_vector
+    from kdvfs.calibrate_joint import card_from_vector
+    from kdvfs.calibrate_spaan2026 import _preset_matches
 
     doc = json.loads((bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json").read_text())
     spec = card_from_vector(get_gpu("rtx3080ti"), np.array(list(doc["card_vector"].values())))
@@ -113,7 +114,8 @@ def test_calibration_writes_the_same_bytes_twice(tmp_path, spaan_trace):
     """A short fit (a few iterations) run twice from scratch gives byte-identical profile and calibration JSON (the
     full fit's two runs are compared in validation/rtx3080ti-calibration/README.md)."""
     from kdvfs.calibrate import read_table
-    from kdvfs.calibrate_joint import JointOptions, calibrate_joint, joint_report, write_outputs
+    from kdvfs.calibrate_joint import JointOptions, calibrate_joint
+    from kdvfs.calibrate_spaan2026 import joint_report, write_outputs
 
     rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     sw = read_pass_sweep(SWEEP, get_gpu("rtx3080ti"))

@@ -54,7 +54,8 @@ def test_bad_structure_options_are_refused(capsys):
                                 opt], capsys)
         assert code == 2 and msg in err and "Traceback" not in err
     # the table method has its own loss: a library caller's pass_drop would be ignored there, so it is refused
-    from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.calibrate_spaan2026 import calibrate_spaan2026
 
     with pytest.raises(InputError, match="pass_drop need --method joint"):
         calibrate_spaan2026(options=JointOptions(method="table", pass_drop="auto/9501"))
@@ -68,7 +69,8 @@ def test_structure_terms_in_the_problem_report_and_jacobian(spaan_trace):
     clock), the report's pass errors are those of the kernels run against the pass cap, and the Jacobian's kernel
     blocks (pass sums with one kernel's row replaced) agree with the residuals differenced directly."""
     from kdvfs.calibrate import read_table
-    from kdvfs.calibrate_joint import _NC, _NK, JointOptions, JointResult, _Problem, joint_report
+    from kdvfs.calibrate_joint import _NC, _NK, JointOptions, JointResult, _Problem
+    from kdvfs.calibrate_spaan2026 import joint_report
 
     rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     sw = read_pass_sweep(SWEEP, get_gpu("rtx3080ti"))
@@ -116,7 +118,7 @@ def test_best_setting_diagnosis_on_the_bundled_fit(spaan_trace):
     model-free part gives the README's numbers: at (auto, 9501) the rest of the backward pass must run slower and save
     more than any kernel measured there."""
     from kdvfs.calibrate import read_table
-    from scripts.best_setting_diagnosis import diagnose, locked_memory_requirement
+    from kdvfs.diagnosis import diagnose, locked_memory_requirement
 
     rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     d = diagnose(bundled_dir() / "gpt3xl-llmc-rtx3080ti.calibration.json", rows, spaan_trace)

@@ -141,7 +141,8 @@ def test_joint_fit_carries_the_terms_into_its_report(spaan_trace):
     """A short joint fit with the gap term: the context is fitted with the card and kernels and reported; the pass
     errors in the report are those of the kernels summed through it."""
     from kdvfs.calibrate import read_table
-    from kdvfs.calibrate_joint import JointOptions, calibrate_joint, joint_report
+    from kdvfs.calibrate_joint import JointOptions, calibrate_joint
+    from kdvfs.calibrate_spaan2026 import joint_report
 
     rows = read_table(bundled_dir() / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     sw = read_pass_sweep(SWEEP, get_gpu("rtx3080ti"))

@@ -119,6 +119,33 @@ def test_runtime_on_the_fake_device_applies_the_plan_and_restores(problem):
     assert fake.at_default_clocks  # restored on exit
 
 
+def test_runtime_writes_through_the_guard_so_a_kill_leaves_a_marker(problem):
+    """The writer thread locks clocks through ``ClockGuard.set``: the backend's clock marker is written before the
+    first lock (a SIGKILL then leaves it for the next command to report) and removed with the restore. It used to set
+    ``guard.changed`` by hand and write past the guard, so a killed training run left its clocks locked silently."""
+
+    class Marker:
+        def __init__(self):
+            self.calls = []
+
+        def write(self):
+            self.calls.append("write")
+
+        def clear(self):
+            self.calls.append("clear")
+
+    plan = _plan(problem)
+    fake = FakeNvml(G)
+    be = NvmlBackend(fake, observe_only=False)
+    be.marker = m = Marker()
+    with ClockRuntime(plan, be) as rt:
+        model = FakeModel(rt)
+        rt.begin_step()
+        model.step()
+        rt.end_step()
+    assert m.calls[0] == "write" and m.calls.count("write") == 1 and m.calls[-1] == "clear" and fake.at_default_clocks
+
+
 def test_missing_boundaries_are_warned_and_counted(problem, caplog):
     plan = _plan(problem)
     with caplog.at_level(logging.WARNING), ClockRuntime(plan, noop=True) as rt:

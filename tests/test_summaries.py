@@ -5,7 +5,7 @@ import shutil
 
 from conftest import ROOT, run_cli
 
-from kdvfs.summaries import h200_summary, hf_runtime_summary
+from simulator.summaries import h200_summary, hf_runtime_summary
 
 H200 = ROOT / "validation/h200"
 BF16 = ROOT / "traces/gpt3xl-torch-h200-bf16.trace.json"

@@ -194,7 +194,7 @@ def test_summarize_refuses_twins_for_some_ranks_only(tmp_path, capsys):
 
 
 def test_measurement_file_message_names_it_once(tmp_path):
-    from kdvfs.summaries import h200x2_comparison
+    from simulator.summaries import h200x2_comparison
 
     with pytest.raises(FormatError) as e:
         h200x2_comparison(tmp_path)

@@ -179,3 +179,14 @@ def test_bundled_h200_profiles_throttle_the_gemms():
     gemm = np.array([k.category == "gemm" for k in tr.kernels])
     assert np.median(prof.eff_core_mhz[gemm, ia]) < 1980
     assert all(k.work_source for k in tr.kernels)
+
+
+@pytest.mark.parametrize("op", ["aten::all", "aten::any", "aten::all_", "aten::any_"])
+def test_all_and_any_are_reductions_with_a_bool_result(op):
+    """``all`` and ``any`` reduce (one result per launch, one FLOP per element read) and their result is bool: the
+    bool-result rule used to be shadowed by the reduction rule, which wrote the result at the input's float width."""
+    n = 8 * 1024
+    for types, read in ((["bool"], 1), (["float"], 4), (["c10::BFloat16"], 2)):
+        w = op_work(op, [[8, 1024]], types)
+        assert (w.flops, w.bytes) == (n, n * read + 1)
+    assert op_work("aten::sum", [[8, 1024]], ["float"]).bytes == n * 4 + 4  # other reductions keep their width

@@ -1,4 +1,4 @@
-"""Verbs ``gpu list|show`` and ``profile build|fit|crossval|calibrate``."""
+"""Verbs ``gpu list|show`` and ``profile build|fit|crossval|calibrate|diagnose``."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def cmd_profile_calibrate(a) -> int:
     import sys
     from pathlib import Path
 
-    from kdvfs.calibrate_joint import JointOptions, calibrate_spaan2026
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.calibrate_spaan2026 import calibrate_spaan2026
     from kdvfs.cli.common import progress
     from kdvfs.console import make_console
     from kdvfs.errors import InputError
@@ -218,6 +219,49 @@ def preset_source_short(rep: dict) -> str:
     return ", ".join(f"{k} {v:.4g}" for k, v in rep["card_vector"].items())
 
 
+def cmd_profile_diagnose(a) -> int:
+    from kdvfs.diagnosis import best_setting_diagnosis, write_diagnosis
+
+    doc = best_setting_diagnosis(a.fits)
+    if a.out:
+        write_diagnosis(doc, a.out)
+    if a.json:
+        print_json(doc)
+        return 0
+    c = out(a)
+    for d in doc["locked_memory"]:
+        c.print(f"(auto, 9501) {d['pass']:8s} {d['counted']:12s}: kernels {len(d['kernels'])}, {d['time_share_pct']:.1f} % of "
+                f"the time, their own change {d['their_time_change_pct']['min']:+.2f} … {d['their_time_change_pct']['max']:+.2f} "
+                f"% time, {d['their_energy_change_pct']['min']:+.2f} … {d['their_energy_change_pct']['max']:+.2f} % energy; "
+                f"sweep {d['sweep_time_change_pct']:+.2f} / {d['sweep_energy_change_pct']:+.2f} %; the rest must average "
+                f"{d['rest_time_change_pct']:+.2f} / {d['rest_energy_change_pct']:+.2f} %", markup=False, highlight=False,
+                soft_wrap=True)
+    for f in doc["fits"]:
+        lines = [f"{f['fit']}: best missed {f['best_missed']}/46; pass time share of the misses "
+                 f"forward {f['best_missed_time_share_pct']['forward']:.1f} %, "
+                 f"backward {f['best_missed_time_share_pct']['backward']:.1f} %"]
+        lines += [f"  {g:30s}: {d['best_missed']}/{d['kernels']} best missed; time share fwd "
+                  f"{d['time_share_pct']['forward']:.1f} % bwd {d['time_share_pct']['backward']:.1f} %; model − table "
+                  f"dt {d['dt_err_pt']['min']:+.2f} … {d['dt_err_pt']['max']:+.2f} (median {d['dt_err_pt']['median']:+.2f}) "
+                  f"dE {d['de_err_pt']['min']:+.2f} … {d['de_err_pt']['max']:+.2f} (median {d['de_err_pt']['median']:+.2f})"
+                  for g, d in f["groups"].items()]
+        for k in f["kernels"]:
+            if not k["misses"]:
+                continue
+            a_, b_ = k["model_at_auto"], k["model_at_best"]
+            lines.append(
+                f"  {k['id']:2d} {k['name'][:14]:14s} {k['pass'][:3]} {k['pass_time_share_pct']:5.1f}% "
+                f"best {k['best']:10s} dt {k['best_time_change']['model']:+6.2f} ({k['best_time_change']['table']:+6.2f}) "
+                f"dE {k['best_energy_change']['model']:+6.2f} ({k['best_energy_change']['table']:+6.2f}) "
+                f"| P {a_['power_w']:.0f}->{b_['power_w']:.0f} W (table {k['table_power_w']['auto']:.0f}->"
+                f"{k['table_power_w']['best']:.0f}) f {a_['core_mhz']:.0f}->{b_['core_mhz']:.0f} "
+                f"| {', '.join(k['misses'])} | moves dE: "
+                + ", ".join(f"{n} {v:+.2f}" for n, v in k["moves_best_energy"].items()))
+        for line in lines:
+            c.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def register(sub, j) -> None:
     g = sub.add_parser("gpu", help="the GPU catalog").add_subparsers(dest="gpu_cmd", required=True)
     j(g.add_parser("list")).set_defaults(fn=cmd_gpu_list)
@@ -264,3 +308,12 @@ def register(sub, j) -> None:
     sp.add_argument("--loss-pass", choices=["forward", "backward"], default="backward",
                     help="which pass the loss kernels belong to in the pass-level sweep (default: backward, llm.c's)")
     sp.set_defaults(fn=cmd_profile_calibrate)
+    sp = j(pr.add_parser(
+        "diagnose", help="why an RTX 3080 Ti calibration misses the per-kernel table's best settings",
+        description="For each calibration JSON (`profile calibrate spaan2026 --out DIR` writes one) and every kernel of "
+                    "the per-kernel table: the targets it misses, the model's power terms at auto and at the best "
+                    "setting, and which card parameter moves its best-setting change most; beside them the model-free "
+                    "groups of kernels by best setting against the pass-level sweep. Nothing is fitted."))
+    sp.add_argument("fits", nargs="+", help="calibration JSON files (card_vector and params)")
+    sp.add_argument("--out", help="write the whole diagnosis here as JSON (floats to 5 significant digits)")
+    sp.set_defaults(fn=cmd_profile_diagnose)

@@ -1,5 +1,5 @@
 """Verb ``summarize``: the summaries under validation/ computed again from their measurement files
-(``kdvfs.summaries``); run from the checkout's root."""
+(``simulator.summaries``); run from the checkout's root."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ _WHAT = {"h200": ("validation/h200", "summary.json"), "hf-runtime": ("validation
 
 
 def cmd_summarize(a) -> int:
-    from kdvfs import summaries
+    from simulator import summaries
 
     folder = Path(a.folder or _WHAT[a.what][0])
     out = Path(a.output) if a.output else folder / _WHAT[a.what][1]

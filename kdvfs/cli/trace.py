@@ -129,7 +129,7 @@ def cmd_trace_import(a) -> int:
 
 
 def cmd_record(a) -> int:
-    from kdvfs.record import record
+    from hw_backend.record import record
 
     imp = record(a.output, precision=a.precision, batch=a.batch, seq=a.seq, warmup=a.warmup)
     doc = dict(imp.trace.summary(), output=str(a.output))

@@ -1,4 +1,4 @@
-"""``kdvfs record``: record one training step of the GPT-3-style block with the PyTorch profiler and import it.
+"""Recording one training step of the GPT-3-style block with the PyTorch profiler (the `kdvfs record` verb).
 
 Needs the ``torch`` extra and a CUDA GPU. Warm-up steps run under the profiler's schedule and are excluded; the
 recorded step's segments come from ``record_function`` labels, and layer segments get repeat 24 (GPT-3 XL has 24

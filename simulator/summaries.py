@@ -10,7 +10,8 @@ the summary document; every number in it, prose included, is computed from the f
 - :func:`h200x2_comparison` — the DDP step on two H200s against the multi-rank replay
   (``validation/h200x2/comparison.json``).
 
-``simulator`` and ``hw_backend`` are imported inside the functions (importing kdvfs never pulls them in).
+They live in ``simulator`` (beside ``stepcheck``) because they replay the simulator; ``kdvfs`` imports the simulator
+only from the command line.
 """
 
 from __future__ import annotations
@@ -88,10 +89,9 @@ def h200_summary(folder: str | Path, trace_path: str | Path) -> dict:
     the extra time and energy per boundary against the simulator's stall for the same mechanism at the card's idle
     power.
     """
-    from hw_backend.sim_workload import stages_of
     from kdvfs.gpus import SwitchModel, get_gpu
     from kdvfs.switching import SwitchCosts
-    from kdvfs.trace import load_trace
+    from kdvfs.trace import load_trace, stages_of
 
     folder = Path(folder)
     m = _load(folder / "h200_measurements.json")
