@@ -16,6 +16,7 @@ sibling packages. Importing kdvfs never imports torch or pynvml.
 """
 
 import logging
+import typing
 
 from kdvfs.errors import (
     FormatError,
@@ -28,11 +29,13 @@ from kdvfs.errors import (
     PermissionDeniedError,
     UnsupportedClockError,
 )
-from kdvfs.gpus import AUTO, GpuSpec, SwitchModel, get_gpu, gpu_names
-from kdvfs.model import KernelParams, default_params, evaluate
-from kdvfs.profile import Profile, build_profile, load_profile, save_profile
-from kdvfs.schedule import Schedule, load_schedule, save_schedule
-from kdvfs.trace import Kernel, Segment, Trace, load_trace, save_trace
+
+if typing.TYPE_CHECKING:
+    from kdvfs.gpus import AUTO, GpuSpec, SwitchModel, get_gpu, gpu_names
+    from kdvfs.model import KernelParams, default_params, evaluate
+    from kdvfs.profile import Profile, build_profile, load_profile, save_profile
+    from kdvfs.schedule import Schedule, load_schedule, save_schedule
+    from kdvfs.trace import Kernel, Segment, Trace, load_trace, save_trace
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
@@ -44,3 +47,29 @@ __all__ = [
     "SwitchModel", "Trace", "UnsupportedClockError", "build_profile", "default_params", "evaluate", "get_gpu",
     "gpu_names", "load_profile", "load_schedule", "load_trace", "save_profile", "save_schedule", "save_trace",
 ]
+
+# The rest of the API loads on first use (PEP 562): ``import kdvfs`` then costs no numpy, so that the command line
+# (``kdvfs.__main__``) can choose numpy's BLAS threads before numpy starts; ``from kdvfs import Trace`` works as before.
+_LAZY = {
+    "kdvfs.gpus": ("AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names"),
+    "kdvfs.model": ("KernelParams", "default_params", "evaluate"),
+    "kdvfs.profile": ("Profile", "build_profile", "load_profile", "save_profile"),
+    "kdvfs.schedule": ("Schedule", "load_schedule", "save_schedule"),
+    "kdvfs.trace": ("Kernel", "Segment", "Trace", "load_trace", "save_trace"),
+}
+_MODULE_OF = {name: mod for mod, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str):
+    mod = _MODULE_OF.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kdvfs' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value  # once: later lookups find it without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))

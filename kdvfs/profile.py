@@ -40,8 +40,11 @@ MAX_CLOCK_MHZ = 100_000
 
 
 def parse_clock(v: str | int, what: str = "clock") -> int:
-    if isinstance(v, (int, np.integer)):
-        return int(v)
+    if isinstance(v, (int, np.integer)):  # a JSON number (schedule runs): the same range as a clock in text
+        n = int(v)
+        if n != AUTO and not 0 < n <= MAX_CLOCK_MHZ:
+            raise FormatError(f"{what} {v!r} must be a positive whole number of MHz (at most {MAX_CLOCK_MHZ}) or 'auto'")
+        return n
     s = str(v).strip().lower()
     if s == "auto":
         return AUTO

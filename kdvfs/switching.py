@@ -26,6 +26,10 @@ __all__ = ["MECHANISMS", "SwitchCosts", "sequence_cost"]
 
 MECHANISMS = Mechanism.values()
 
+DENSE_MIN_SHARE = 0.25
+"""Share of boundaries that switch from which ``sequence_cost`` computes every boundary on contiguous arrays rather
+than gathering the switch positions (the two give bit-identical results; this is only the faster side)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SwitchCosts:
@@ -86,66 +90,138 @@ def sequence_cost(t_inst: np.ndarray, p_inst: np.ndarray, setting: np.ndarray, T
     if n == 0:
         return {"time_s": 0.0, "energy_j": 0.0, "switches": 0, "switch_time_s": 0.0,
                 "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": 0.0}
-    change = np.flatnonzero(setting[1:] != setting[:-1]) + 1
-    if start_setting is not None and int(start_setting) != int(setting[0]):
-        change = np.concatenate([[0], change])
-    m = len(change)
+    neq = setting[1:] != setting[:-1]
+    leading = start_setting is not None and int(start_setting) != int(setting[0])  # a switch before the first
+    m = int(np.count_nonzero(neq)) + leading
     if m:
         stall = costs.stall_s(mechanism, sw)
-        # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
-        # run's requested setting (a new switch first completes any transition still pending)
-        old_of_run = setting.take(np.maximum(change - 1, 0) if change[0] == 0 else change - 1)
-        if start_setting is not None and change[0] == 0:
-            old_of_run[0] = int(start_setting)
-        if mechanism == "predictive":
-            csum = np.concatenate([[0.0], np.cumsum(t_inst)])
-            gap = np.full(m, np.inf)
-            gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
-            lag: np.ndarray | float = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
-            stall = 0.0
-        else:
-            if sw.stall_while_relocking:
-                stall += sw.transition_s
-            lag = 0.0 if sw.stall_while_relocking else sw.transition_s  # the same for every switch
-        # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
-        # instances together, keeping only runs with lag left (usually one or two steps)
         S = T.shape[1]  # noqa: N806
         Tf, Pf = T.ravel(), P.ravel()  # noqa: N806
-        # first instance of every run, without index bookkeeping (the common, dense case)
-        kk = kernel.take(change) * S + old_of_run
-        t_old = Tf.take(kk)  # take(): the same values as fancy indexing, faster
-        tn = t_inst.take(change)
-        frac = np.minimum(1.0, lag / t_old)
-        # the change positions are distinct and untouched so far: plain assignment, stall included
-        per_t[change] = stall + frac * (t_old - tn)
-        # tn·p_new is the instance's own energy (the same product) where the caller has it
-        e_new = tn * p_inst.take(change) if e_inst is None else e_inst.take(change)
-        per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - e_new)
-        left = lag - frac * t_old  # an array either way (t_old is one)
-        # runs longer than one instance whose transition outlasts their first: walk their second, third, …
-        # instances together, on arrays of those runs only (usually few, for one or two steps)
-        longer = np.empty(m, dtype=bool)
-        np.greater(np.diff(change), 1, out=longer[:-1])  # the next run starts after the second instance
-        longer[-1] = change[-1] + 1 < n
-        active = np.flatnonzero((left > 1e-15) & longer)
-        if len(active):
-            pos = change.take(active) + 1
-            nxt = np.append(change, n).take(active + 1)
-            old = old_of_run.take(active)
-            la = left.take(active)
-        while len(active):
-            i = pos
-            kk = kernel[i] * S + old
-            t_old = Tf[kk]
-            tn = t_inst[i]
-            frac = np.minimum(1.0, la / t_old)
-            per_t[i] += frac * (t_old - tn)
-            per_e[i] += frac * (t_old * Pf[kk] - tn * p_inst[i])
-            la = la - frac * t_old
-            pos = i + 1
-            keep = (la > 1e-15) & (pos < nxt)
-            active = active[keep]
-            pos, nxt, old, la = pos[keep], nxt[keep], old[keep], la[keep]
+        if mechanism != "predictive":
+            if sw.stall_while_relocking:
+                stall += sw.transition_s
+            lag: np.ndarray | float = 0.0 if sw.stall_while_relocking else sw.transition_s  # the same for every one
+        if mechanism != "predictive" and not leading and m >= DENSE_MIN_SHARE * n:
+            # most boundaries switch (a what-if's dense schedules): the same arithmetic at every boundary on
+            # contiguous arrays, kept where it switches, beats gathering the switch positions and scattering back
+            _dense_switches(per_t, per_e, neq, t_inst, p_inst, e_inst, setting, kernel, Tf, Pf, S, float(lag), stall,
+                            costs.idle_power_w)
+        else:
+            change = np.flatnonzero(neq) + 1
+            if leading:
+                change = np.concatenate([[0], change])
+            # run j spans instances change[j] .. change[j+1]-1; the setting in effect before switch j is the previous
+            # run's requested setting (a new switch first completes any transition still pending)
+            if mechanism == "predictive":
+                csum = np.concatenate([[0.0], np.cumsum(t_inst)])
+                gap = np.full(m, np.inf)
+                gap[1:] = csum[change[1:]] - csum[change[:-1]]  # time of the previous run at requested rates
+                lag = np.maximum(0.0, sw.host_call_s + sw.transition_s - gap)
+                stall = 0.0
+            # during its lag, a run's first instances run at the old setting; walk the runs' first, second, …
+            # instances together, keeping only runs with lag left (usually one or two steps)
+            old_of_run = setting.take(np.maximum(change - 1, 0) if change[0] == 0 else change - 1)
+            if start_setting is not None and change[0] == 0:
+                old_of_run[0] = int(start_setting)
+            # first instance of every run, without index bookkeeping (the common, dense case)
+            kk = kernel.take(change) * S + old_of_run
+            t_old = Tf.take(kk)  # take(): the same values as fancy indexing, faster
+            tn = t_inst.take(change)
+            frac = np.minimum(1.0, lag / t_old)
+            # the change positions are distinct and untouched so far: plain assignment, stall included
+            per_t[change] = stall + frac * (t_old - tn)
+            # tn·p_new is the instance's own energy (the same product) where the caller has it
+            e_new = tn * p_inst.take(change) if e_inst is None else e_inst.take(change)
+            per_e[change] = stall * costs.idle_power_w + frac * (t_old * Pf.take(kk) - e_new)
+            left = lag - frac * t_old  # an array either way (t_old is one)
+            # runs longer than one instance whose transition outlasts their first: walk their second, third, …
+            # instances together, on arrays of those runs only (usually few, for one or two steps)
+            longer = np.empty(m, dtype=bool)
+            np.greater(np.diff(change), 1, out=longer[:-1])  # the next run starts after the second instance
+            longer[-1] = change[-1] + 1 < n
+            active = np.flatnonzero((left > 1e-15) & longer)
+            if len(active):
+                pos = change.take(active) + 1
+                nxt = np.append(change, n).take(active + 1)
+                old = old_of_run.take(active)
+                la = left.take(active)
+            while len(active):
+                i = pos
+                kk = kernel[i] * S + old
+                t_old = Tf[kk]
+                tn = t_inst[i]
+                frac = np.minimum(1.0, la / t_old)
+                per_t[i] += frac * (t_old - tn)
+                per_e[i] += frac * (t_old * Pf[kk] - tn * p_inst[i])
+                la = la - frac * t_old
+                pos = i + 1
+                keep = (la > 1e-15) & (pos < nxt)
+                active = active[keep]
+                pos, nxt, old, la = pos[keep], nxt[keep], old[keep], la[keep]
     extra_t, extra_e = float(per_t.sum()), float(per_e.sum())
     return {"time_s": base_t + extra_t, "energy_j": base_e + extra_e, "switches": int(m),
             "switch_time_s": extra_t, "extra_time_s": per_t, "extra_energy_j": per_e, "base_time_s": base_t}
+
+
+def _dense_switches(per_t: np.ndarray, per_e: np.ndarray, neq: np.ndarray, t_inst: np.ndarray, p_inst: np.ndarray,
+                    e_inst: np.ndarray | None, setting: np.ndarray, kernel: np.ndarray, Tf: np.ndarray,  # noqa: N803
+                    Pf: np.ndarray, S: int, lag: float, stall: float, idle_power_w: float) -> None:  # noqa: N803
+    """``sequence_cost``'s extras written to ``per_t``/``per_e`` (zeros) where most boundaries switch, one lag for
+    every switch and none before the first instance.
+
+    Each value is the same expression on the same operands as the sparse walk's, so the arrays are bit-identical (the
+    operations are element-wise IEEE arithmetic; a product or sum with its operands swapped is the same number). Only
+    where they are computed differs: the first instance of every run at all n − 1 boundaries at once, into buffers
+    reused in place (fresh temporaries of this size cost page faults), kept where the boundary switches (elsewhere
+    the "old" setting is the instance's own and the value is dropped); then the later instances of runs whose
+    transition outlasts their first one, walked as before, a run ending where the next switch is."""
+    n = len(setting)
+    # 1.0 where the boundary switches, 0.0 elsewhere: x·1 is x and x·0 is ±0, and +0 + ±0 is +0, so the values are
+    # kept where it switches and +0.0 elsewhere (as the zeros they replace), without a masked (branchy) copy
+    on = neq.astype(np.float64)
+    kk = kernel[1:] * S
+    kk += setting[:-1]
+    t_old = Tf.take(kk)
+    frac = np.divide(lag, t_old)
+    np.minimum(frac, 1.0, out=frac)
+    fon = frac * on
+    buf = np.subtract(t_old, t_inst[1:])
+    buf *= fon
+    np.add(buf, np.multiply(on, stall, out=per_t[1:]), out=per_t[1:])  # stall + frac·(t_old − t_new)
+    Pf.take(kk, out=buf)
+    buf *= t_old
+    if e_inst is None:
+        buf -= t_inst[1:] * p_inst[1:]
+    else:
+        buf -= e_inst[1:]
+    buf *= fon
+    np.add(buf, np.multiply(on, stall * idle_power_w, out=per_e[1:]), out=per_e[1:])  # stall·idle + frac·(…)
+    np.multiply(frac, t_old, out=buf)
+    np.subtract(lag, buf, out=buf)  # the lag left after the first instance: lag − frac·t_old
+    # runs whose lag outlasts their first instance and that have a second one (the next boundary does not switch)
+    walk = buf > 1e-15
+    walk &= neq
+    walk[:-1] &= ~neq[1:]
+    walk[-1] = False
+    first = np.flatnonzero(walk)
+    if not len(first):
+        return
+    is_change = np.empty(n + 1, dtype=bool)
+    is_change[0] = False
+    is_change[1:n] = neq
+    is_change[n] = True  # the end of the sequence ends every run
+    pos = first + 2  # the second instance of the run that starts at boundary first + 1
+    old = setting.take(first)
+    la = buf.take(first)
+    while len(pos):
+        i = pos
+        kk = kernel.take(i) * S + old
+        t_o = Tf.take(kk)
+        tn = t_inst.take(i)
+        frac = np.minimum(1.0, la / t_o)
+        per_t[i] = per_t.take(i) + frac * (t_o - tn)  # the positions are distinct: ``+=`` without fancy reads
+        per_e[i] = per_e.take(i) + frac * (t_o * Pf.take(kk) - tn * p_inst.take(i))
+        la = la - frac * t_o
+        pos = i + 1
+        more = (la > 1e-15) & ~is_change.take(pos)
+        pos, old, la = pos[more], old[more], la[more]

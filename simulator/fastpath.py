@@ -40,8 +40,9 @@ def fast_single(run: GpuRun, cfg: SimConfig) -> dict:
     e_inst = t_inst * p_inst
     r = sequence_cost(t_inst, p_inst, run.setting, T, P, run.kernel, cfg.switch, cfg.mechanism, cfg.costs,
                       e_inst=e_inst)
-    if r["switches"]:
-        tt, ee = t_inst + r["extra_time_s"], e_inst + r["extra_energy_j"]
+    if r["switches"]:  # in place: the extras are this call's own (the same sums as t_inst + extra)
+        tt = np.add(r["extra_time_s"], t_inst, out=r["extra_time_s"])
+        ee = np.add(r["extra_energy_j"], e_inst, out=r["extra_energy_j"])
     else:
         tt, ee = t_inst, e_inst
     nseg = len(run.names)

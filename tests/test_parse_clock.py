@@ -21,3 +21,17 @@ def test_sweep_clock_refused_as_in_a_profile_with_its_row(text):
 @pytest.mark.parametrize(("text", "mhz"), [("auto", AUTO), (" AUTO ", AUTO), ("1200", 1200), (" 1200.0 ", 1200)])
 def test_sweep_clock_accepted_as_in_a_profile(text, mhz):
     assert _parse_clock(text, "mem_mhz", "row 2") == parse_clock(text, "mem_mhz") == mhz
+
+
+@pytest.mark.parametrize("number", [2**63, -5, 100_001])
+def test_a_clock_given_as_a_number_is_held_to_the_same_range(number):
+    """A schedule's runs carry clocks as JSON numbers: 2**63 overflowed the int64 array with a traceback (found by
+    tests/test_fuzz_readers.py); now it is refused like the same number in text."""
+    from kdvfs.schedule import schedule_from_dict
+
+    with pytest.raises(FormatError, match="must be a positive whole number of MHz"):
+        parse_clock(number, "core_mhz")
+    with pytest.raises(FormatError, match="core_mhz .* must be a positive whole number"):
+        schedule_from_dict({"format": "kdvfs-schedule/1", "trace": "t", "gpu": "rtx3080ti", "instances": 2,
+                            "runs": [[number, "auto", 2]]})
+    assert parse_clock(0, "core_mhz") == AUTO and parse_clock(1200, "core_mhz") == 1200

@@ -243,16 +243,23 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     line = cost.reshape(-1)
     row_start = idx * (S * A)
     multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
+    # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
+    # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
+    # its own setting's block, found without the (S, S', A) table
+    on_time = (frac_all.reshape(n, -1) == 0).all(axis=1).tolist()
     for i, k in enumerate(inst.tolist()):
         if i == 0:
             continue
-        # switching from (s', a') to s: val + frac·(own_old − own_new)
-        multiply(frac_l[i], diff_k[k], out=cost)
-        add(cost, val[None], out=cost)
-        line[self_flat] = INF
-        best = flat.argmin(axis=1)
         new = np.empty((S, A))
-        new[:, 0] = line.take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
+        if on_time[i]:
+            best = _on_time_switches(val, new[:, 0])
+        else:
+            # switching from (s', a') to s: val + frac·(own_old − own_new)
+            multiply(frac_l[i], diff_k[k], out=cost)
+            add(cost, val[None], out=cost)
+            line[self_flat] = INF
+            best = flat.argmin(axis=1)
+            new[:, 0] = line.take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         new[:, 1:A - 1] = val[:, :A - 2]  # stay: the age grows …
         cap, prev = val[:, A - 1], val[:, A - 2]
         from_cap.append(less(cap, prev))
@@ -273,6 +280,25 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         elif not from_cap[i][s_]:
             a_ = A - 2
     return cand[seq]
+
+
+def _on_time_switches(val: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The predictive DP's switch step where no switch can land late (every late fraction 0): each new setting's best
+    previous state (flat (setting, age) index) and, written to ``out``, its value. The full table's entry is
+    0·(own_old − own_new) + val = val, so row s takes the first least state outside setting s's block: the first
+    least state overall, except in that state's own row, which takes the first least of the others (INF, at index 0,
+    where none is reachable, as the full table's argmin gives)."""
+    S, A = val.shape  # noqa: N806
+    vflat = val.reshape(-1)
+    g = int(vflat.argmin())
+    best = np.full(S, g, dtype=np.int64)
+    out[:] = vflat[g]
+    own = g // A
+    rest = vflat.copy()
+    rest[own * A:(own + 1) * A] = np.inf
+    best[own] = j = int(rest.argmin())
+    out[own] = rest[j]
+    return best
 
 
 _BATCH_PREDICTIVE = 8
