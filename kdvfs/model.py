@@ -216,6 +216,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
+        from kdvfs.occupancy import SM_COUNT, sm_fractions
         from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
         fl, by, maths = [], [], []
@@ -230,7 +231,8 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
             maths.append(k.math or math_class(k.category, dt, None if dt else False))
         params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
                                   core_mhz=cc or None, mem_mhz=cm or None,
-                                  constant_write=[writes_constant(k.name) for k in ks])
+                                  constant_write=[writes_constant(k.name) for k in ks],
+                                  sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)))
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()
@@ -291,7 +293,7 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
-                       working_set_bytes=None, constant_write=None) -> tuple[np.ndarray, np.ndarray]:
+                       working_set_bytes=None, constant_write=None, sm_fraction=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -307,7 +309,11 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     utilisation returned (memory-traffic power) counts only the bytes that reach device memory
     (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
-    traffic power — its bits do not toggle on the memory bus.
+    traffic power — its bits do not toggle on the memory bus. Where ``work_activity`` has ``sm_floor`` and
+    ``sm_fraction`` is given (per kernel, the share of the SMs its launch grid keeps busy: ``kdvfs.occupancy``; 1
+    where the grid is unknown), the base activity scales as ``sm_floor + (1 − sm_floor) · sm_fraction``: an SM
+    without a resident block is clock-gated, and only the uncore's share (``sm_floor``) of a running kernel's base
+    stays. The work terms are not scaled: FLOPs and bytes per second are already the whole chip's.
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
@@ -320,7 +326,11 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     cls = np.array([co.get(k, 1.0) for k in keys])
     if "att" in co and categories is not None:
         cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
-    uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
+    base = co.get("base", 0.0)
+    if "sm_floor" in co and sm_fraction is not None:
+        phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
+        base = base * (co["sm_floor"] + (1.0 - co["sm_floor"]) * phi)
+    uc = base + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
     if constant_write is not None:
         # the I/O energy of DRAM and of the on-chip wires is spent on bits that toggle: writing one value over and over
@@ -332,7 +342,7 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
-                     working_set_bytes=None, constant_write=None) -> KernelParams:
+                     working_set_bytes=None, constant_write=None, sm_fraction=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -348,6 +358,8 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         mem_mhz: memory clock at capture (default the highest).
         working_set_bytes: per kernel, the bytes one launch touches (for L2 residency; default ``nbytes``).
         constant_write: per kernel, whether it only writes a repeated value (``activity_from_work``; default none).
+        sm_fraction: per kernel, the share of the SMs its launch grid keeps busy (``kdvfs.occupancy.sm_fractions``;
+            ``activity_from_work``; default none: all busy).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -377,7 +389,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
             uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
-                                            constant_write)
+                                            constant_write, sm_fraction)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

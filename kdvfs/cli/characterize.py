@@ -149,7 +149,7 @@ def cmd_calibrate_h200(a) -> int:
     output = a.output or _DEFAULT_FIT_OUTPUT
     check_output_path(output, "fit output", make_parents=True)  # before the fit, not after it
     _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit")
-    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
+    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd, structure=a.structure)
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:  # whole or not at all: a fit cut short would break the h200 preset
@@ -282,6 +282,10 @@ def register(sub, j) -> None:
     sp.add_argument("--check", metavar="FIT",
                     help="fit nothing: predict the --data files with this stored fit (e.g. "
                          "validation/h200/characterization/fit.json) and report each kernel against the targets")
+    # the names of kdvfs.calibrate_h200.STRUCTURES (not imported here: the CLI starts without the fit's imports)
+    sp.add_argument("--structure", choices=["none", "sm-occupancy"], default="none",
+                    help="the model structure fitted (default none): sm-occupancy adds sm_floor, the share of a "
+                         "kernel's base activity left when its launch grid leaves SMs without a block")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 

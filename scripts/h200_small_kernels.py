@@ -1,0 +1,127 @@
+"""Issue 12, session 8: which kernels of the recorded H200 training steps carry the model's energy over-prediction,
+and what they share (launch grid against the SM count, duration, achieved rate, category).
+
+For every step of ``validation/h200/steps`` (23), ``steps7`` and ``steps8`` (10 more; all seen, none fitted): import
+its Kineto trace as ``kdvfs validate-steps`` does, take the model's kernel parameters (``default_params``, the bundled
+h200 model), evaluate each kernel's power at the step's measured median SM clock (no cap: the clock the step ran at),
+and put the kernels in classes by their launch grid (``kdvfs.occupancy.sm_fraction``: the share of the 132 SMs with a
+resident block), duration and achieved FLOP/byte rate. The step's predicted kernel energy is the one in the folder's
+``steps_check.json`` (``limiter_with_gaps``, less its host gaps at the gap power); each class's share of it follows
+from the per-kernel evaluation. The measured kernel energy is the step's NVML energy less the same host gaps at the
+same gap power. Nothing here is fitted to the model; the least-squares split of the excess over classes (across the
+33 steps) is a diagnosis only.
+
+Usage: ``python -m scripts.h200_small_kernels [-o validation/h200/small_kernels/diagnosis.json]`` (prints the tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+# each folder of recorded steps and its committed validate-steps report (the bundled model's prediction)
+FOLDERS = {"validation/h200/steps": "validation/h200/steps_check.json",
+           "validation/h200/steps7": "validation/h200/steps7/steps_check.json",
+           "validation/h200/steps8": "validation/h200/steps8/steps_check.json"}
+CLASSES = ("few SMs (< 1/4 of the SMs)", "part of the SMs (1/4 … 1)", "full grid, short (< 10 µs)",
+           "full grid, low rate (< 25 % of peak)", "full grid, GEMM/attention", "full grid, other", "no grid")
+
+
+def _classify(k, frac: float | None, util: float) -> int:
+    if frac is None:
+        return 6
+    if frac < 0.25:
+        return 0
+    if frac < 1.0:
+        return 1
+    if k.time_s < 10e-6:
+        return 2
+    if util < 0.25:
+        return 3
+    if k.category in ("gemm", "attention"):
+        return 4
+    return 5
+
+
+def step_rows(root: Path) -> list[dict]:
+    from kdvfs.gpus import AUTO, get_gpu
+    from kdvfs.importers import import_kineto
+    from kdvfs.model import default_params, evaluate
+    from kdvfs.occupancy import sm_fraction
+
+    spec = get_gpu("h200")
+    out = []
+    for folder, report in FOLDERS.items():
+        check = json.loads((root / report).read_text())
+        gap_w = float(check["gap_power_w"])
+        for st in check["steps"]:
+            if "measured" not in st:
+                continue
+            m = st["model"]
+            tr = import_kineto(root / folder / f"{m}.kineto.json.gz", name=m).trace
+            n = len(tr.kernels)
+            p = default_params(tr, spec)
+            f = float(st["measured"]["median_core_mhz"])
+            ev = evaluate(spec, p, np.full(n, f), np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf)
+            lw = st["predicted"]["limiter_with_gaps"]
+            gap_e = float(lw.get("gap_s", 0.0)) * gap_w
+            pred_k = float(lw["energy_j"]) - gap_e
+            meas_k = float(st["measured"]["energy_j"]) - gap_e
+            e = tr.repeats * ev.energy_j
+            scale = pred_k / e.sum()  # the per-kernel split of the official (limiter) prediction
+            t = tr.repeats * tr.times_s
+            cls_t, cls_e, cls_n = np.zeros(len(CLASSES)), np.zeros(len(CLASSES)), np.zeros(len(CLASSES), int)
+            for i, k in enumerate(tr.kernels):
+                frac = sm_fraction(k.grid, k.block)
+                peak = spec.peak_flops(k.math or "simt") * f / spec.boost_core_mhz
+                util = max((k.flops or 0) / (peak * k.time_s), (k.bytes or 0) / (spec.mem_bandwidth_gbs[-1] * 1e9 * k.time_s))
+                c = _classify(k, frac, util)
+                cls_t[c] += t[i]
+                cls_e[c] += e[i] * scale
+                cls_n[c] += 1
+            out.append({"folder": folder, "model": m, "median_core_mhz": f,
+                        "kernel_time_s": float(t.sum()), "predicted_kernel_energy_j": pred_k,
+                        "measured_kernel_energy_j": meas_k, "excess_pct": 100 * (pred_k / meas_k - 1),
+                        "step_energy_error_pct": st["error"]["limiter_with_gaps"]["energy_pct"],
+                        "classes": {CLASSES[c]: {"kernels": int(cls_n[c]), "time_share": float(cls_t[c] / t.sum()),
+                                                 "model_power_w": float(cls_e[c] / cls_t[c]) if cls_t[c] else None,
+                                                 "model_energy_j": float(cls_e[c])} for c in range(len(CLASSES))}})
+    return out
+
+
+def split_excess(rows: list[dict]) -> dict:
+    """Least squares, across the steps, of each step's excess (predicted − measured kernel energy) over the classes'
+    predicted energies: the share of each class's model energy that is too much (a diagnosis, nothing fitted)."""
+    a = np.array([[r["classes"][c]["model_energy_j"] for c in CLASSES] for r in rows])
+    y = np.array([r["predicted_kernel_energy_j"] - r["measured_kernel_energy_j"] for r in rows])
+    w = 1.0 / np.array([r["measured_kernel_energy_j"] for r in rows])  # each step in relative terms
+    used = [j for j in range(len(CLASSES)) if a[:, j].sum() > 0]
+    coef, *_ = np.linalg.lstsq(a[:, used] * w[:, None], y * w, rcond=None)
+    return {CLASSES[j]: float(c) for j, c in zip(used, coef)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", default="validation/h200/small_kernels/diagnosis.json")
+    a = ap.parse_args(argv)
+    root = Path(__file__).resolve().parents[1]
+    rows = step_rows(root)
+    split = split_excess(rows)
+    doc = {"command": "python -m scripts.h200_small_kernels", "classes": list(CLASSES), "steps": rows,
+           "excess_share_by_class": split,
+           "note": "steps7 and steps8 are seen here (looked at to find the structure); nothing is fitted to any step"}
+    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    print("step | kernel energy excess % | time share per class % | model W per class")
+    for r in rows:
+        ts = " ".join(f"{100 * r['classes'][c]['time_share']:5.1f}" for c in CLASSES)
+        pw = " ".join(f"{r['classes'][c]['model_power_w'] or 0:4.0f}" for c in CLASSES)
+        print(f"{r['model']:20s} {r['excess_pct']:+6.2f} | {ts} | {pw}")
+    print("excess share by class:", {k: round(v, 3) for k, v in split.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
