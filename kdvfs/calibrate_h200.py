@@ -54,9 +54,12 @@ _HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0, 2.0)
 _CAP = CARD_FIELDS.index("cap_w")
 # Structures the fit can add, each its extra activity fields with (first start, second start, low, high):
 # sm-occupancy: sm_floor, the share of a running kernel's base activity that stays when its launch grid leaves SMs
-# without a resident block (kdvfs.occupancy; kdvfs.model.activity_from_work)
+# without a resident block (kdvfs.occupancy; kdvfs.model.activity_from_work); issue-rate: rate_exp, the exponent of
+# the kernel's achieved share of its bounding rate that scales its base activity; both: the two
+_SM_FLOOR = ("sm_floor", (0.5, 0.2, 0.0, 1.0))
+_RATE_EXP = ("rate_exp", (0.2, 0.5, 0.0, 2.0))
 STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float]], ...]] = {
-    "none": (), "sm-occupancy": (("sm_floor", (0.5, 0.2, 0.0, 1.0)),)}
+    "none": (), "sm-occupancy": (_SM_FLOOR,), "issue-rate": (_RATE_EXP,), "both": (_SM_FLOOR, _RATE_EXP)}
 DEFAULT_STRUCTURE = "none"
 
 

@@ -313,7 +313,11 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     ``sm_fraction`` is given (per kernel, the share of the SMs its launch grid keeps busy: ``kdvfs.occupancy``; 1
     where the grid is unknown), the base activity scales as ``sm_floor + (1 − sm_floor) · sm_fraction``: an SM
     without a resident block is clock-gated, and only the uncore's share (``sm_floor``) of a running kernel's base
-    stays. The work terms are not scaled: FLOPs and bytes per second are already the whole chip's.
+    stays. The work terms are not scaled: FLOPs and bytes per second are already the whole chip's. Where
+    ``work_activity`` has ``rate_exp`` (γ), the base activity also scales as ``u^γ`` with ``u`` the kernel's achieved
+    share of its bounding rate, ``max(util_core, util_mem)`` clipped to (0, 1]: a latency-bound kernel (short rows per
+    block, a depthwise gradient, a few blocks) keeps its SMs resident but stalled, and stalled units are clock-gated
+    in fine grain; a kernel at its roofline keeps the base. Kernels without work keep the category prior.
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
@@ -330,6 +334,9 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     if "sm_floor" in co and sm_fraction is not None:
         phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
         base = base * (co["sm_floor"] + (1.0 - co["sm_floor"]) * phi)
+    if co.get("rate_exp"):
+        u = np.clip(np.maximum(util_c, util_m), 1e-6, 1.0)
+        base = base * u ** co["rate_exp"]
     uc = base + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
     if constant_write is not None:

@@ -93,14 +93,39 @@ def step_rows(root: Path) -> list[dict]:
 
 
 def split_excess(rows: list[dict]) -> dict:
-    """Least squares, across the steps, of each step's excess (predicted − measured kernel energy) over the classes'
-    predicted energies: the share of each class's model energy that is too much (a diagnosis, nothing fitted)."""
+    """Bounded least squares, across the steps, of each step's excess (predicted − measured kernel energy, relative
+    to the measured) over the classes' predicted energies: the share of each class's model energy that is too much
+    (bounded to ±1; a diagnosis, nothing fitted)."""
+    from scipy.optimize import lsq_linear
+
     a = np.array([[r["classes"][c]["model_energy_j"] for c in CLASSES] for r in rows])
     y = np.array([r["predicted_kernel_energy_j"] - r["measured_kernel_energy_j"] for r in rows])
     w = 1.0 / np.array([r["measured_kernel_energy_j"] for r in rows])  # each step in relative terms
     used = [j for j in range(len(CLASSES)) if a[:, j].sum() > 0]
-    coef, *_ = np.linalg.lstsq(a[:, used] * w[:, None], y * w, rcond=None)
-    return {CLASSES[j]: float(c) for j, c in zip(used, coef)}
+    res = lsq_linear(a[:, used] * w[:, None], y * w, bounds=(-1.0, 1.0))
+    return {CLASSES[j]: float(c) for j, c in zip(used, res.x)}
+
+
+def class_table(rows: list[dict]) -> list[dict]:
+    """Per class over ``rows``: its share of the kernels' time, the model's time-weighted power, and the power the
+    measured energy implies for it if the whole excess of each step were in that class (the bound on what a
+    structure acting on that class alone must reach)."""
+    out = []
+    tot_t = sum(r["kernel_time_s"] for r in rows)
+    for c in CLASSES:
+        t = sum(r["classes"][c]["time_share"] * r["kernel_time_s"] for r in rows)
+        e = sum(r["classes"][c]["model_energy_j"] for r in rows)
+        ex = sum(r["predicted_kernel_energy_j"] - r["measured_kernel_energy_j"] for r in rows)
+        out.append({"class": c, "kernel_time_share": t / tot_t if tot_t else 0.0,
+                    "model_power_w": e / t if t else None,
+                    "implied_power_w_if_all_excess_here": (e - ex) / t if t else None})
+    return out
+
+
+GROUPS = {"the 23 steps (validation/h200/steps)": lambda r: r["folder"] == "validation/h200/steps",
+          "steps7 + steps8 (10 steps, seen)": lambda r: r["folder"] != "validation/h200/steps",
+          "ConvNeXt-T and Swin-T at batch 64": lambda r: r["model"] in ("convnext-tiny", "swin-tiny"),
+          "BLOOM, batch 8 and 16": lambda r: r["model"].startswith("bloom")}
 
 
 def main(argv=None) -> int:
@@ -110,8 +135,9 @@ def main(argv=None) -> int:
     root = Path(__file__).resolve().parents[1]
     rows = step_rows(root)
     split = split_excess(rows)
+    tables = {g: class_table([r for r in rows if sel(r)]) for g, sel in GROUPS.items()}
     doc = {"command": "python -m scripts.h200_small_kernels", "classes": list(CLASSES), "steps": rows,
-           "excess_share_by_class": split,
+           "excess_share_by_class": split, "class_tables": tables,
            "note": "steps7 and steps8 are seen here (looked at to find the structure); nothing is fitted to any step"}
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     print("step | kernel energy excess % | time share per class % | model W per class")
@@ -120,6 +146,12 @@ def main(argv=None) -> int:
         pw = " ".join(f"{r['classes'][c]['model_power_w'] or 0:4.0f}" for c in CLASSES)
         print(f"{r['model']:20s} {r['excess_pct']:+6.2f} | {ts} | {pw}")
     print("excess share by class:", {k: round(v, 3) for k, v in split.items()})
+    for g, tab in tables.items():
+        print(f"\n{g}\n| class | share of kernel time % | model W | implied W if all the excess were here |\n|---|---|---|---|")
+        for t in tab:
+            if t["kernel_time_share"]:
+                print(f"| {t['class']} | {100 * t['kernel_time_share']:.1f} | {t['model_power_w']:.0f} | "
+                      f"{t['implied_power_w_if_all_excess_here']:.0f} |")
     return 0
 
 

@@ -283,9 +283,10 @@ def register(sub, j) -> None:
                     help="fit nothing: predict the --data files with this stored fit (e.g. "
                          "validation/h200/characterization/fit.json) and report each kernel against the targets")
     # the names of kdvfs.calibrate_h200.STRUCTURES (not imported here: the CLI starts without the fit's imports)
-    sp.add_argument("--structure", choices=["none", "sm-occupancy"], default="none",
+    sp.add_argument("--structure", choices=["none", "sm-occupancy", "issue-rate", "both"], default="none",
                     help="the model structure fitted (default none): sm-occupancy adds sm_floor, the share of a "
-                         "kernel's base activity left when its launch grid leaves SMs without a block")
+                         "kernel's base activity left when its launch grid leaves SMs without a block; issue-rate "
+                         "adds rate_exp, the base scaling with the kernel's achieved share of its bounding rate; both")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 
