@@ -52,22 +52,42 @@ _X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2, 2.0, 50.0, 1.0)
 _LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0, 0.0, 5.0, 0.5)
 _HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0, 2.0)
 _CAP = CARD_FIELDS.index("cap_w")
-# Structures the fit can add, each its extra activity fields with (first start, second start, low, high):
+# Structures the fit can add (``--structure``, components joined by "+"), each component its activity fields:
+# fitted ones with (first start, second start, low, high), fixed ones (switches) with their value.
 # sm-occupancy: sm_floor, the share of a running kernel's base activity that stays when its launch grid leaves SMs
 # without a resident block (kdvfs.occupancy; kdvfs.model.activity_from_work); issue-rate: rate_exp, the exponent of
-# the kernel's achieved share of its bounding rate that scales its base activity; both: the two
-_SM_FLOOR = ("sm_floor", (0.5, 0.2, 0.0, 1.0))
-_RATE_EXP = ("rate_exp", (0.2, 0.5, 0.0, 2.0))
-STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float]], ...]] = {
-    "none": (), "sm-occupancy": (_SM_FLOOR,), "issue-rate": (_RATE_EXP,), "both": (_SM_FLOOR, _RATE_EXP)}
+# the kernel's achieved share of its bounding rate that scales its base activity; conv-dot: direct convolutions'
+# SIMT FLOPs priced as a GEMM's on the CUDA cores (simt), not as an elementwise op's (ew): no fitted number
+STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float], ...]] = {
+    "none": (), "sm-occupancy": (("sm_floor", (0.5, 0.2, 0.0, 1.0)),),
+    "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),)}
 DEFAULT_STRUCTURE = "none"
 
 
+def _components(structure: str) -> list[tuple[str, tuple[float, float, float, float] | float]]:
+    parts = [p for p in str(structure).split("+") if p]
+    bad = [p for p in parts if p not in STRUCTURES]
+    if bad or not parts:
+        raise InputError(f"calibrate-h200: structure {structure!r} is not made of {', '.join(STRUCTURES)} (joined by "
+                         f"'+'); e.g. --structure {DEFAULT_STRUCTURE} or --structure sm-occupancy+conv-dot")
+    return [f for p in parts for f in STRUCTURES[p]]
+
+
 def _extra_fields(structure: str) -> tuple[str, ...]:
-    if structure not in STRUCTURES:
-        raise InputError(f"calibrate-h200: structure {structure!r} is not one of {', '.join(STRUCTURES)}; "
-                         f"e.g. --structure {DEFAULT_STRUCTURE}")
-    return tuple(name for name, _ in STRUCTURES[structure])
+    """The structure's activity fields: the fitted ones first (in the parameter vector's order), then the fixed."""
+    comp = _components(structure)
+    return tuple(n for n, v in comp if isinstance(v, tuple)) + tuple(n for n, v in comp if not isinstance(v, tuple))
+
+
+_FIXED = {n: v for c in STRUCTURES.values() for n, v in c if not isinstance(v, tuple)}
+
+
+def _activity(x, extra: tuple[str, ...]) -> dict[str, float]:
+    fitted = ACTIVITY_FIELDS + tuple(n for n in extra if n not in _FIXED)
+    return {"tensor16": 1.0, **{k: float(v) for k, v in zip(fitted, x[len(CARD_FIELDS):])},
+            **{n: float(_FIXED[n]) for n in extra if n in _FIXED}}
+
+
 CLOCK_TOL, POWER_TOL = 0.05, 0.03
 LAUNCH_BOUND_BUSY = 0.7
 """A zoo entry whose CUDA kernels (profiler device time, one invocation) fill less than this share of its measured
@@ -145,6 +165,7 @@ def zoo_rows(doc: dict) -> list[dict]:
         r["ws_bytes"] = float(r["bytes"]) / g
         r["constant_write"] = constant_write(r)
         r["sm_fraction"] = zoo_sm_fraction(r)
+        r["dot_product"] = zoo_direct_convolution(r)
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
@@ -192,6 +213,17 @@ def zoo_sm_fraction(r: dict, sms: int = 132) -> float:
     return float(us @ fr / us.sum())
 
 
+def zoo_direct_convolution(r: dict) -> bool:
+    """Whether most of a zoo entry's profiled kernel time is direct convolutions on the CUDA cores
+    (``kdvfs.occupancy.direct_convolution`` of each kernel's name, as a trace's kernels are judged)."""
+    from kdvfs.occupancy import direct_convolution
+
+    ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)]
+    tot = sum(float(c.get("us") or 0.0) for c in ck)
+    conv = sum(float(c.get("us") or 0.0) for c in ck if direct_convolution(str(c.get("name", ""))))
+    return tot > 0 and conv > 0.5 * tot
+
+
 def gap_power(rows: list[dict]) -> float | None:
     """The GPU's power between kernels (host gaps, idle): the median energy-counter power of the ``gap`` entries."""
     g = [r["power_w"] for r in rows if r["role"] == "gap"]
@@ -205,7 +237,7 @@ def kernel_rows(rows: list[dict]) -> list[dict]:
 
 def spec_from_vector(x, base: GpuSpec = H200_UNFITTED, extra: tuple[str, ...] = ()) -> GpuSpec:
     card: dict[str, Any] = dict(zip(CARD_FIELDS, (float(v) for v in x[: len(CARD_FIELDS)])))
-    act = {"tensor16": 1.0, **dict(zip(ACTIVITY_FIELDS + extra, (float(v) for v in x[len(CARD_FIELDS):])))}
+    act = _activity(x, extra)
     mem_idle = base.mem_power_w
     return replace(base, **card, peak_tflops_dtype=tuple(PEAK_TFLOPS_DTYPE.items()),
                    work_activity=tuple(act.items()), mem_power_w=mem_idle)
@@ -229,7 +261,8 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
                               solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
                               constant_write=[bool(r.get("constant_write")) for r in rows],
-                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows])
+                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
+                              dot_product=[bool(r.get("dot_product")) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
@@ -287,7 +320,8 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
                               working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
                               constant_write=[bool(r.get("constant_write")) for r in rows],
-                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows])
+                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
+                              dot_product=[bool(r.get("dot_product")) for r in rows])
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w)
 
@@ -319,7 +353,7 @@ def fit_h200(rows: list[dict], gap_w: float | None = None, structure: str = DEFA
     from scipy.optimize import least_squares
 
     extra = _extra_fields(structure)
-    add = [v for _, v in STRUCTURES[structure]]
+    add = [v for _, v in _components(structure) if isinstance(v, tuple)]
     lo, hi = np.array(_LO + tuple(v[2] for v in add)), np.array(_HI + tuple(v[3] for v in add))
     top = max(r["sm_mhz_median"] for r in rows)
     thr = [r["power_w"] for r in rows if r["sm_mhz_median"] < top - 20]
@@ -367,8 +401,7 @@ def _summary(out: list[dict]) -> dict:
 
 def _params(x, gap_w: float | None = None, extra: tuple[str, ...] = ()) -> dict:
     return {**{k: float(v) for k, v in zip(CARD_FIELDS, x[: len(CARD_FIELDS)])},
-            "work_activity": {"tensor16": 1.0, **{k: float(v) for k, v in zip(ACTIVITY_FIELDS + extra,
-                                                                                x[len(CARD_FIELDS):])}},
+            "work_activity": _activity(x, extra),
             "peak_tflops_dtype": dict(PEAK_TFLOPS_DTYPE), "gap_power_w": gap_w}
 
 

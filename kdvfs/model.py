@@ -216,7 +216,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
-        from kdvfs.occupancy import SM_COUNT, sm_fractions
+        from kdvfs.occupancy import SM_COUNT, direct_convolution, sm_fractions
         from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
         fl, by, maths = [], [], []
@@ -232,7 +232,8 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
         params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
                                   core_mhz=cc or None, mem_mhz=cm or None,
                                   constant_write=[writes_constant(k.name) for k in ks],
-                                  sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)))
+                                  sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)),
+                                  dot_product=[direct_convolution(k.name) for k in ks])
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()
@@ -293,7 +294,8 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
-                       working_set_bytes=None, constant_write=None, sm_fraction=None) -> tuple[np.ndarray, np.ndarray]:
+                       working_set_bytes=None, constant_write=None, sm_fraction=None,
+                       dot_product=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -309,7 +311,10 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     utilisation returned (memory-traffic power) counts only the bytes that reach device memory
     (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
-    traffic power — its bits do not toggle on the memory bus. Where ``work_activity`` has ``sm_floor`` and
+    traffic power — its bits do not toggle on the memory bus. Where ``work_activity`` has ``conv_dot`` (a switch)
+    and ``dot_product`` is given (per kernel; ``kdvfs.occupancy.direct_convolution``), a kernel whose SIMT FLOPs are the multiply-adds of dot products (a
+    direct convolution on the CUDA cores) takes ``simt``, the coefficient of GEMMs on the CUDA cores, not ``ew``:
+    each of its FLOPs is half a fused multiply-add, as in a GEMM, not an elementwise op's nominal count. Where ``work_activity`` has ``sm_floor`` and
     ``sm_fraction`` is given (per kernel, the share of the SMs its launch grid keeps busy: ``kdvfs.occupancy``; 1
     where the grid is unknown), the base activity scales as ``sm_floor + (1 − sm_floor) · sm_fraction``: an SM
     without a resident block is clock-gated, and only the uncore's share (``sm_floor``) of a running kernel's base
@@ -326,7 +331,9 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     util_m = np.clip(nbytes / (spec.mem_bandwidth_gbs[-1] * 1e9 * t), 0.0, 1.2)
     keys = ["tensor16" if m == "fp8" else m for m in maths]
     if "ew" in co and categories is not None:
-        keys = ["ew" if k == "simt" and c not in ("gemm", "attention") else k for k, c in zip(keys, categories)]
+        dot = [bool(d) for d in dot_product] if dot_product is not None and co.get("conv_dot") else [False] * len(keys)
+        keys = ["ew" if k == "simt" and c not in ("gemm", "attention") and not d else k
+                for k, c, d in zip(keys, categories, dot)]
     cls = np.array([co.get(k, 1.0) for k in keys])
     if "att" in co and categories is not None:
         cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
@@ -349,7 +356,8 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
-                     working_set_bytes=None, constant_write=None, sm_fraction=None) -> KernelParams:
+                     working_set_bytes=None, constant_write=None, sm_fraction=None,
+                     dot_product=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -367,6 +375,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         constant_write: per kernel, whether it only writes a repeated value (``activity_from_work``; default none).
         sm_fraction: per kernel, the share of the SMs its launch grid keeps busy (``kdvfs.occupancy.sm_fractions``;
             ``activity_from_work``; default none: all busy).
+        dot_product: per kernel, whether its SIMT FLOPs are dot-product multiply-adds (``activity_from_work``).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -396,7 +405,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
             uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
-                                            constant_write, sm_fraction)
+                                            constant_write, sm_fraction, dot_product)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

@@ -18,11 +18,12 @@ what it did before this structure existed.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["SM_COUNT", "sm_fraction", "sm_fractions"]
+__all__ = ["SM_COUNT", "direct_convolution", "sm_fraction", "sm_fractions"]
 
 # Streaming multiprocessors per card (vendor whitepapers / datasheets; the same table as kdvfs.scaling.SM_COUNT, kept
 # here because the model imports this module and kdvfs.scaling imports the model)
@@ -49,3 +50,14 @@ def sm_fraction(grid: Sequence[int] | None, block: Sequence[int] | None = None, 
 def sm_fractions(grids, sms: int = 132) -> np.ndarray:
     """``sm_fraction`` of each grid as an array, 1 (all SMs busy: the fallback) where a grid is unknown."""
     return np.array([1.0 if (f := sm_fraction(g, None, sms)) is None else f for g in grids], dtype=float)
+
+
+# cuDNN's direct (depthwise) convolution kernels on the CUDA cores, as the recorded steps name them (ConvNeXt-T's 7×7
+# depthwise convolutions, validation/h200/steps7): conv2d_c1_k1_nhwc_specialized (forward), dgrad2d_c1_k1_nhwc_…
+# (input gradient), wgrad2d_c1_k1_nhwc (weight gradient); not their ``_reduce`` helper (a reduction of partial sums)
+_DIRECT_CONV = re.compile(r"^(?:void\s+)?(?:conv|dgrad|wgrad)[123]d_c\d+_k\d+(?!.*_reduce)")
+
+
+def direct_convolution(name: str) -> bool:
+    """Whether a kernel is a direct convolution on the CUDA cores (its FLOPs are dot-product multiply-adds)."""
+    return bool(_DIRECT_CONV.match(name or ""))

@@ -46,6 +46,20 @@ def _classify(k, frac: float | None, util: float) -> int:
     return 5
 
 
+def _family(name: str) -> str:
+    """A kernel's family: its name without template arguments and namespaces (``vectorized_layer_norm_kernel``)."""
+    head = name.split("<", 1)[0].split("(", 1)[0].strip()
+    head = head.removeprefix("void ").strip()
+    base = head.rsplit("::", 1)[-1]
+    if base in ("vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_elementwise_kernel") and "<" in name:
+        # the functor says what the elementwise kernel does (GeluCUDAKernelImpl, direct_copy_kernel_cuda, …)
+        for part in name.split("at::native::")[1:]:
+            fn = part.split("<", 1)[0].split(",", 1)[0].split("(", 1)[0].strip(" >")
+            if fn and not fn.startswith(("vectorized", "elementwise", "unrolled", "gpu_kernel", "(anonymous")):
+                return f"{base}: {fn}"
+    return base
+
+
 def step_rows(root: Path) -> list[dict]:
     from kdvfs.gpus import AUTO, get_gpu
     from kdvfs.importers import import_kineto
@@ -74,6 +88,7 @@ def step_rows(root: Path) -> list[dict]:
             scale = pred_k / e.sum()  # the per-kernel split of the official (limiter) prediction
             t = tr.repeats * tr.times_s
             cls_t, cls_e, cls_n = np.zeros(len(CLASSES)), np.zeros(len(CLASSES)), np.zeros(len(CLASSES), int)
+            fam: dict[str, dict] = {}
             for i, k in enumerate(tr.kernels):
                 frac = sm_fraction(k.grid, k.block)
                 peak = spec.peak_flops(k.math or "simt") * f / spec.boost_core_mhz
@@ -82,11 +97,23 @@ def step_rows(root: Path) -> list[dict]:
                 cls_t[c] += t[i]
                 cls_e[c] += e[i] * scale
                 cls_n[c] += 1
+                g = fam.setdefault(_family(k.name), {"time_s": 0.0, "energy_j": 0.0, "sm_time": 0.0, "util_time": 0.0,
+                                                     "short_time": 0.0, "category": k.category})
+                g["time_s"] += t[i]
+                g["energy_j"] += e[i] * scale
+                g["sm_time"] += t[i] * (1.0 if frac is None else frac)
+                g["util_time"] += t[i] * min(util, 1.0)
+                g["short_time"] += t[i] * (k.time_s < 10e-6)
+            top = sorted(fam.items(), key=lambda kv: -kv[1]["time_s"])[:12]
+            families = [{"family": nm, "category": g["category"], "time_share": g["time_s"] / t.sum(),
+                         "model_power_w": g["energy_j"] / g["time_s"], "mean_sm_fraction": g["sm_time"] / g["time_s"],
+                         "mean_achieved_rate": g["util_time"] / g["time_s"], "short_share": g["short_time"] / g["time_s"]}
+                        for nm, g in top]
             out.append({"folder": folder, "model": m, "median_core_mhz": f,
                         "kernel_time_s": float(t.sum()), "predicted_kernel_energy_j": pred_k,
                         "measured_kernel_energy_j": meas_k, "excess_pct": 100 * (pred_k / meas_k - 1),
                         "step_energy_error_pct": st["error"]["limiter_with_gaps"]["energy_pct"],
-                        "classes": {CLASSES[c]: {"kernels": int(cls_n[c]), "time_share": float(cls_t[c] / t.sum()),
+                        "families": families, "classes": {CLASSES[c]: {"kernels": int(cls_n[c]), "time_share": float(cls_t[c] / t.sum()),
                                                  "model_power_w": float(cls_e[c] / cls_t[c]) if cls_t[c] else None,
                                                  "model_energy_j": float(cls_e[c])} for c in range(len(CLASSES))}})
     return out
@@ -122,6 +149,7 @@ def class_table(rows: list[dict]) -> list[dict]:
     return out
 
 
+FAMILY_STEPS = ("convnext-tiny", "swin-tiny", "bloom-560m", "deberta-base", "falcon-0.3b")
 GROUPS = {"the 23 steps (validation/h200/steps)": lambda r: r["folder"] == "validation/h200/steps",
           "steps7 + steps8 (10 steps, seen)": lambda r: r["folder"] != "validation/h200/steps",
           "ConvNeXt-T and Swin-T at batch 64": lambda r: r["model"] in ("convnext-tiny", "swin-tiny"),
@@ -146,6 +174,15 @@ def main(argv=None) -> int:
         pw = " ".join(f"{r['classes'][c]['model_power_w'] or 0:4.0f}" for c in CLASSES)
         print(f"{r['model']:20s} {r['excess_pct']:+6.2f} | {ts} | {pw}")
     print("excess share by class:", {k: round(v, 3) for k, v in split.items()})
+    for r in rows:
+        if r["model"] in FAMILY_STEPS:
+            print(f"\n{r['model']} ({r['folder']}): kernel energy {r['excess_pct']:+.2f} % over the measurement\n"
+                  "| kernel family | category | share of kernel time % | SMs busy (time-weighted) | achieved share of "
+                  "roofline | share < 10 µs | model W |\n|---|---|---|---|---|---|---|")
+            for fm in r["families"]:
+                print(f"| {fm['family'][:60]} | {fm['category']} | {100 * fm['time_share']:.1f} | "
+                      f"{fm['mean_sm_fraction']:.2f} | {fm['mean_achieved_rate']:.2f} | {fm['short_share']:.2f} | "
+                      f"{fm['model_power_w']:.0f} |")
     for g, tab in tables.items():
         print(f"\n{g}\n| class | share of kernel time % | model W | implied W if all the excess were here |\n|---|---|---|---|")
         for t in tab:

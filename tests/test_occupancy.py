@@ -8,11 +8,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kdvfs.calibrate_h200 import STRUCTURES, fit_h200, spec_from_vector, zoo_sm_fraction
+from kdvfs.calibrate_h200 import (
+    STRUCTURES,
+    _extra_fields,
+    fit_h200,
+    spec_from_vector,
+    zoo_direct_convolution,
+    zoo_sm_fraction,
+)
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, get_gpu
 from kdvfs.model import activity_from_work, default_params, evaluate
-from kdvfs.occupancy import sm_fraction, sm_fractions
+from kdvfs.occupancy import direct_convolution, sm_fraction, sm_fractions
 from kdvfs.trace import Kernel, Segment, Trace
 
 H200 = get_gpu("h200")
@@ -89,6 +96,26 @@ def test_structures_add_their_fields_to_the_fit_and_unknown_ones_are_refused():
     x = np.array([650.0, 0.9, 1500.0, 280.0, 692.0, 0.43, 0.96, 0.5, 0.0, 2.4, 51.0, 1.25, 0.3])
     spec = spec_from_vector(x, extra=("sm_floor",))
     assert dict(spec.work_activity)["sm_floor"] == 0.3 and "rate_exp" not in dict(spec.work_activity)
-    assert set(STRUCTURES) >= {"none", "sm-occupancy", "issue-rate", "both"}
-    with pytest.raises(InputError, match="structure 'grid' is not one of"):
-        fit_h200([], structure="grid")
+    assert set(STRUCTURES) >= {"none", "sm-occupancy", "issue-rate", "conv-dot"}
+    # a switch is set, not fitted: it takes no place in the parameter vector
+    spec = spec_from_vector(x, extra=_extra_fields("conv-dot+sm-occupancy"))
+    assert dict(spec.work_activity)["conv_dot"] == 1.0 and dict(spec.work_activity)["sm_floor"] == 0.3
+    for bad in ("grid", "sm-occupancy+grid", ""):
+        with pytest.raises(InputError, match="is not made of"):
+            fit_h200([], structure=bad)
+
+
+def test_direct_convolutions_take_the_simt_dot_product_coefficient_only_with_the_switch():
+    names = ["dgrad2d_c1_k1_nhwc_specialized", "conv2d_c1_k1_nhwc_specialized", "wgrad2d_c1_k1_nhwc"]
+    assert all(direct_convolution(n) for n in names)
+    assert not any(direct_convolution(n) for n in ("wgrad2d_c1_k1_nhwc_reduce", "sm90_xmma_fprop_implicit_gemm_bf16",
+                                                   "void cudnn::engines_precompiled::nchwToNhwcKernel<bf16>", ""))
+    args = ([8e9], [1e8], ["simt"], [1e-3], [1980], ["other"])
+    plain = activity_from_work(H200, *args, dot_product=[True])[0]
+    assert plain == pytest.approx(activity_from_work(H200, *args)[0])  # no switch: as before
+    on = activity_from_work(_with(conv_dot=1.0), *args, dot_product=[True])[0]
+    co = dict(H200.work_activity)
+    util = 8e9 / (H200.peak_flops("simt") * 1e-3)
+    assert plain - on == pytest.approx((co["ew"] - co["simt"]) * util)
+    assert zoo_direct_convolution({"cuda_kernels": [{"name": names[0], "us": 9.0}, {"name": "x", "us": 1.0}]})
+    assert not zoo_direct_convolution({"cuda_kernels": [{"name": "x", "us": 9.0}, {"name": names[0], "us": 1.0}]})

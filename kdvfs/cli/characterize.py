@@ -283,10 +283,12 @@ def register(sub, j) -> None:
                     help="fit nothing: predict the --data files with this stored fit (e.g. "
                          "validation/h200/characterization/fit.json) and report each kernel against the targets")
     # the names of kdvfs.calibrate_h200.STRUCTURES (not imported here: the CLI starts without the fit's imports)
-    sp.add_argument("--structure", choices=["none", "sm-occupancy", "issue-rate", "both"], default="none",
-                    help="the model structure fitted (default none): sm-occupancy adds sm_floor, the share of a "
-                         "kernel's base activity left when its launch grid leaves SMs without a block; issue-rate "
-                         "adds rate_exp, the base scaling with the kernel's achieved share of its bounding rate; both")
+    sp.add_argument("--structure", default="none",
+                    help="the model structure fitted, components of kdvfs.calibrate_h200.STRUCTURES joined by '+' "
+                         "(default none): sm-occupancy fits sm_floor, the share of a kernel's base activity left when "
+                         "its launch grid leaves SMs without a block; issue-rate fits rate_exp, the base scaling with "
+                         "the kernel's achieved share of its bounding rate; conv-dot prices direct convolutions' "
+                         "FLOPs as a GEMM's on the CUDA cores (e.g. sm-occupancy+conv-dot)")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 
