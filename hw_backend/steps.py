@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
-          "falcon-0.3b", "deberta-base", "swin-tiny")
+          "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -104,7 +104,18 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                  vocab_size=128100, relative_attention=True, position_buckets=256,
                                  pos_att_type=["p2c", "c2p"], max_relative_positions=-1)
         cls, batch, seq = tf.DebertaV2ForMaskedLM, (2 if small else 16), (64 if small else 512)
-    elif name in ("vit-base", "convnext-tiny", "swin-tiny"):  # image classifiers, no vocabulary
+    elif name == "bart-base":  # BART-base's shape (encoder-decoder, learned positions, GELU, post-LayerNorm)
+        cfg = tf.BartConfig(d_model=128 if small else 768, encoder_layers=2 if small else 6,
+                            decoder_layers=2 if small else 6, encoder_attention_heads=4 if small else 12,
+                            decoder_attention_heads=4 if small else 12, encoder_ffn_dim=256 if small else 3072,
+                            decoder_ffn_dim=256 if small else 3072, vocab_size=50265, max_position_embeddings=1024)
+        cls, batch, seq = tf.BartForConditionalGeneration, (2 if small else 16), (64 if small else 512)
+    elif name == "bigcode-0.3b":  # a small StarCoder (GPTBigCode: multi-query attention, GELU MLP, 49k vocabulary)
+        cfg = tf.GPTBigCodeConfig(n_embd=128 if small else 1024, n_layer=2 if small else 20,
+                                  n_head=4 if small else 16, n_inner=512 if small else 4096, multi_query=True,
+                                  vocab_size=49152, n_positions=2048, bos_token_id=0, eos_token_id=0)
+        cls, batch, seq = tf.GPTBigCodeForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2"):  # image classifiers
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
@@ -150,7 +161,7 @@ def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
 
 def _vision(name: str, torch, dev: str, small: bool,
             batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
-    """ViT-B/16 (a convolution patch embedding, then a transformer) or ConvNeXt-T (depthwise 7×7 convolutions,
+    """ViT-B/16 (a convolution patch embedding, then a transformer), Swin-T, ResNet-50, MobileNetV2 or ConvNeXt-T (depthwise 7×7 convolutions,
     channels-last LayerNorm, GELU MLPs) on 224×224 images, classifying into 1 000 labels."""
     import transformers as tf
 
@@ -161,6 +172,17 @@ def _vision(name: str, torch, dev: str, small: bool,
         cfg._attn_implementation = "sdpa"
         size = cfg.image_size
         cls, batch, seq = tf.ViTForImageClassification, 128, (size // 16) ** 2 + 1
+    elif name == "resnet-50":  # ResNet-50 (bottleneck 1×1/3×3 convolutions, batch norm, ReLU)
+        cfg = tf.ResNetConfig(depths=[1, 1, 1, 1] if small else [3, 4, 6, 3],
+                              hidden_sizes=[32, 64, 128, 256] if small else [256, 512, 1024, 2048],
+                              embedding_size=16 if small else 64, layer_type="bottleneck", num_labels=1000)
+        size = 32 if small else 224
+        cls, batch, seq = tf.ResNetForImageClassification, 128, (size // 32) ** 2
+    elif name == "mobilenet-v2":  # MobileNetV2 (inverted residuals: depthwise 3×3 convolutions, batch norm, ReLU6)
+        cfg = tf.MobileNetV2Config(depth_multiplier=0.25 if small else 1.0, image_size=32 if small else 224,
+                                   num_labels=1000)
+        size = cfg.image_size
+        cls, batch, seq = tf.MobileNetV2ForImageClassification, 128, (size // 32) ** 2
     elif name == "swin-tiny":  # Swin-T (shifted-window attention over 7 × 7 patches, patch merging)
         cfg = tf.SwinConfig(image_size=32 if small else 224, embed_dim=24 if small else 96,
                             depths=[1, 1] if small else [2, 2, 6, 2], num_heads=[2, 4] if small else [3, 6, 12, 24],

@@ -23,7 +23,7 @@ from kdvfs.work import (
 )
 
 __all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "step_shape_zoo", "top_clock_zoo"]
+           "held_duty_zoo", "small_zoo", "step_shape_zoo", "top_clock_zoo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,8 @@ class ZooKernel:
         name: unique name (``gemm_bf16_8192``).
         category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
         op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
-            ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``.
+            ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``,
+            ``dwconv`` and ``dwconv_bwd`` (a depthwise convolution, shape ``(N, C, H, W, k)``, and its backward).
         dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
         shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
         causal: attention with a causal mask.
@@ -97,6 +98,14 @@ class ZooKernel:
             return copy_work(n, d, out_dtype="bf16" if d == "fp32" else "fp32")
         if self.op == "fill":
             return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
+        if self.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, stride 1, "same" padding: shape (N, C, H, W, k)
+            nb, c, h, w, kk = s
+            out = nb * c * h * w
+            size = 2 if d in ("bf16", "fp16") else 4
+            if self.op == "dwconv":  # input read, output written, the C·k² weights read
+                return Work(2.0 * out * kk * kk, float((2 * out + c * kk * kk) * size), d, False)
+            # input's and weight's gradients: grad_output read for each, the input read, the input's gradient written
+            return Work(4.0 * out * kk * kk, float((4 * out + 2 * c * kk * kk) * size), d, False)
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
             return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
@@ -280,15 +289,49 @@ def held_duty_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def small_zoo() -> tuple[ZooKernel, ...]:
+    """The eighth set (session 8): small kernels that keep few SMs busy, as in the steps the model over-powers most.
+
+    The blind steps of session 7 (ConvNeXt-T, Swin-T, BLOOM) spend much of their time in kernels whose launch grids
+    cover a fraction of the H200's 132 SMs or that run a few microseconds: channels-last LayerNorms over 96 channels,
+    depthwise 7 × 7 convolutions and their gradients, small GEMMs, elementwise ops on small tensors. Each entry is a
+    CUDA-graph replay, so that host launch gaps do not dilute it: the power is the kernel's own, at the size it runs in
+    a step. The same op at several sizes separates what scales with the SMs a grid covers from what a running kernel
+    draws at all. ``characterize`` records each entry's launch grids (``launch_grids``)."""
+    e, nm, r, c = "elementwise", "norm", "reduction", "other"
+    return (
+        ZooKernel("add_bf16_16KiB_graph2048", e, "add", "bf16", (8192,), graph=2048),
+        ZooKernel("add_bf16_256KiB_graph1024", e, "add", "bf16", (131072,), graph=1024),
+        ZooKernel("add_bf16_1MiB_graph512", e, "add", "bf16", (524288,), graph=512),
+        ZooKernel("gelu_bf16_256KiB_graph1024", e, "gelu", "bf16", (131072,), graph=1024),
+        ZooKernel("layer_norm_bf16_512x768_graph1024", nm, "layer_norm", "bf16", (512, 768), graph=1024),
+        ZooKernel("layer_norm_bf16_3136x768_graph256", nm, "layer_norm", "bf16", (3136, 768), graph=256),
+        ZooKernel("layer_norm_bf16_200704x96_graph16", nm, "layer_norm", "bf16", (200704, 96), graph=16),
+        ZooKernel("rms_norm_bf16_512x1024_graph1024", nm, "rms_norm", "bf16", (512, 1024), graph=1024),
+        ZooKernel("softmax_bf16_4096x128_graph1024", r, "softmax", "bf16", (4096, 128), graph=1024),
+        ZooKernel("sum_bf16_64KiB_graph2048", r, "sum", "bf16", (32768,), graph=2048),
+        ZooKernel("transpose_bf16_1024x1024_graph512", "copy", "transpose", "bf16", (1024, 1024), graph=512),
+        _small_gemm(256, 256, 256, 1024), _small_gemm(512, 512, 512, 512), _small_gemm(128, 4096, 1024, 256),
+        ZooKernel("dwconv_bf16_64x96x56x56_k7_graph16", c, "dwconv", "bf16", (64, 96, 56, 56, 7), graph=16),
+        ZooKernel("dwconv_bwd_bf16_64x96x56x56_k7_graph8", c, "dwconv_bwd", "bf16", (64, 96, 56, 56, 7), graph=8),
+        ZooKernel("dwconv_bf16_64x384x14x14_k7_graph64", c, "dwconv", "bf16", (64, 384, 14, 14, 7), graph=64),
+    )
+
+
+def _small_gemm(m: int, n: int, k: int, graph: int) -> ZooKernel:
+    tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
+    return ZooKernel(f"gemm_bf16_{tag}_graph{graph}", "gemm", "gemm", "bf16", (m, n, k), graph=graph)
+
+
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
-            "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo}
+            "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
     """Every set: the first zoo (``default_zoo``), then ``cache_gap_zoo``, ``step_shape_zoo``, ``duty_zoo`` and
-    ``top_clock_zoo``, ``attention_zoo``, ``held_duty_zoo``."""
+    ``top_clock_zoo``, ``attention_zoo``, ``held_duty_zoo``, ``small_zoo``."""
     return (default_zoo() + cache_gap_zoo() + step_shape_zoo() + duty_zoo() + top_clock_zoo() + attention_zoo()
-            + held_duty_zoo())
+            + held_duty_zoo() + small_zoo())
 
 
 PROBE = ZooKernel("probe_gemm_bf16_4096", "gemm", "gemm", "bf16", (4096, 4096, 4096))

@@ -55,6 +55,7 @@ class TorchZoo:
         """The closure of one invocation: the op, replayed ``k.graph`` times from a CUDA graph where asked, then the
         host's wait of ``k.gap_s`` (spinning: ``time.sleep`` overshoots by ~50 µs)."""
         base = self._op(k)
+        self._single = base  # one launch of the op, un-graphed: what ``launch_grids`` profiles
         if k.graph > 0:
             base = self._graph(base, k.graph)
         if k.gap_s <= 0:
@@ -82,13 +83,18 @@ class TorchZoo:
         return with_gap
 
     def extra_record(self) -> dict:
-        """Measurements beside the generic ones: a duty entry's median burst time (GPU time of one replay)."""
+        """Measurements beside the generic ones: a duty entry's median burst time (GPU time of one replay), and the
+        launch grids of one un-graphed launch of the op (``launch_grids``; profiled after the window)."""
+        out: dict = {}
+        grids = self.launch_grids()
+        if grids:
+            out["launch_grids"] = grids
         bs = getattr(self, "_bursts", None)
         if not bs:
-            return {}
+            return out
         self._sync()
         ts = sorted(a.elapsed_time(b) / 1000.0 for a, b in bs[len(bs) // 4:])  # the first quarter is warm-up
-        return {"burst_time_s": ts[len(ts) // 2], "bursts_timed": len(ts)} if ts else {}
+        return {**out, "burst_time_s": ts[len(ts) // 2], "bursts_timed": len(ts)} if ts else out
 
     def _graph(self, fn: Callable[[], object], times: int) -> Callable[[], object]:
         """``fn`` launched ``times`` times, captured once in a CUDA graph (a CPU dry run calls it in a loop)."""
@@ -189,6 +195,16 @@ class TorchZoo:
             a = torch.empty(*s, device=dev, dtype=dt)
             self._keep.append(a)
             return lambda: a.fill_(1.5)
+        if k.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding, as ConvNeXt's token mixer
+            nb, c, h, w_, kk = s
+            x = rnd(nb, c, h, w_, req=k.op == "dwconv_bwd")
+            wt = rnd(c, 1, kk, kk, req=k.op == "dwconv_bwd")
+            if k.op == "dwconv":
+                return lambda: F.conv2d(x, wt, padding=kk // 2, groups=c)
+            y = F.conv2d(x, wt, padding=kk // 2, groups=c)
+            gy = torch.randn_like(y)
+            self._keep += [y, gy]
+            return lambda: torch.autograd.grad(y, (x, wt), gy, retain_graph=True)
         if k.op == "idle":  # nothing launched: the wait (gap_s) is the whole invocation
             return lambda: None
         if k.op == "adamw":
@@ -218,6 +234,7 @@ class TorchZoo:
 
     def release(self) -> None:
         self.fn = None
+        self._single = None
         self._keep = []
         self._bursts = []
         if self.device != "cpu":
@@ -267,6 +284,37 @@ class TorchZoo:
             return rows
         except Exception as e:  # noqa: BLE001 — names are provenance; never lose a measurement over them
             return [{"error": f"{type(e).__name__}: {e}"}]
+
+    def launch_grids(self) -> list[dict]:
+        """The launch configuration of each kernel one un-graphed launch of the entry's op runs (grid, block, blocks
+        per SM, the profiler's estimated occupancy), read from the profiler's Kineto trace; each row is tagged
+        Empty where the profiler gives nothing."""
+        import json
+        import os
+        import tempfile
+
+        torch, single = self.torch, getattr(self, "_single", None)
+        if self.device == "cpu" or single is None:
+            return []
+        keys = ("grid", "block", "blocks per SM", "warps per SM", "registers per thread", "shared memory",
+                "est. achieved occupancy %")
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                single()
+                self._sync()
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                evs = json.load(f).get("traceEvents", [])
+            out = [{"name": e.get("name", "")[:200], "us": e.get("dur"),
+                    **{k: e["args"][k] for k in keys if k in e.get("args", {})}}
+                   for e in evs if e.get("cat") == "kernel"]
+            return out[:20]
+        except Exception as e:  # noqa: BLE001 — launch grids are extra; never lose a measurement over them
+            return [{"error": f"{type(e).__name__}: {e}"}]
+        finally:
+            os.unlink(path)
 
     def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict:
         probe = self._build(PROBE)
