@@ -57,10 +57,14 @@ _CAP = CARD_FIELDS.index("cap_w")
 # sm-occupancy: sm_floor, the share of a running kernel's base activity that stays when its launch grid leaves SMs
 # without a resident block (kdvfs.occupancy; kdvfs.model.activity_from_work); issue-rate: rate_exp, the exponent of
 # the kernel's achieved share of its bounding rate that scales its base activity; conv-dot: direct convolutions'
-# SIMT FLOPs priced as a GEMM's on the CUDA cores (simt), not as an elementwise op's (ew): no fitted number
+# SIMT FLOPs priced as a GEMM's on the CUDA cores (simt), not as an elementwise op's (ew): no fitted number;
+# warp-occupancy: occ_exp, the exponent of the share of resident-thread slots a launch fills that scales the base
+# activity of kernels other than GEMMs and attention (kdvfs.occupancy.thread_occupancy)
 STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float], ...]] = {
     "none": (), "sm-occupancy": (("sm_floor", (0.5, 0.2, 0.0, 1.0)),),
-    "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),)}
+    "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
+    "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
+    "occupancy-rate-floor": (("occ_rate_floor", 1.0),)}
 DEFAULT_STRUCTURE = "none"
 
 
@@ -166,6 +170,7 @@ def zoo_rows(doc: dict) -> list[dict]:
         r["constant_write"] = constant_write(r)
         r["sm_fraction"] = zoo_sm_fraction(r)
         r["dot_product"] = zoo_direct_convolution(r)
+        r["occupancy"] = zoo_sm_fraction(r, occupancy=True)
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
@@ -195,19 +200,30 @@ def constant_write(r: dict) -> bool:
     return bool(names) and all(writes_constant(n) for n in names)
 
 
-def zoo_sm_fraction(r: dict, sms: int = 132) -> float:
+def zoo_sm_fraction(r: dict, sms: int = 132, occupancy: bool = False) -> float:
     """The share of the SMs a zoo entry's kernels keep busy (``kdvfs.occupancy.sm_fraction``), averaged over its
-    CUDA kernels by their profiled time, from the launch grid the campaign recorded beside each kernel (``grid``;
-    files from session 8 on). A kernel without a recorded grid counts as all SMs busy, the model's fallback for any
-    kernel without a grid. For the earlier zoo files that is right without the record: their elementwise, reduction,
+    CUDA kernels by their profiled time, from the launch grids the campaign recorded (``launch_grids``: each kernel
+    of one un-graphed launch with its ``grid``, ``block`` and ``us``; ``characterization8.json.gz`` on), else a
+    ``grid`` beside each profiled kernel. A kernel without a recorded grid counts as all SMs busy, the model's
+    fallback for any kernel without a grid. For the earlier zoo files that is right without the record: their elementwise, reduction,
     norm and copy entries cover ≥ 1 Mi elements or rows (ATen's launches take at most 4096 elements or one row per
     block, so ≥ 256 blocks), their GEMMs and attention ≥ 132 output tiles of ≤ 256 × 256; the exceptions are the
-    1024³ GEMMs (16–64 tiles by cuBLAS's choice of tile, which the files do not record), left at the fallback."""
-    from kdvfs.occupancy import sm_fraction
+    1024³ GEMMs (16–64 tiles by cuBLAS's choice of tile, which the files do not record), left at the fallback.
+    ``occupancy=True``: the share of resident-thread slots instead (``kdvfs.occupancy.thread_occupancy``); the
+    earlier files' entries other than GEMMs and attention (the only ones it applies to) launch ≥ 2048 blocks of
+    128 threads (ATen's elementwise kernels take 128 threads × 8 16-bit or 4 32-bit elements a block, its norms and
+    softmaxes one row a block of 128: ≥ 2 Mi elements, ≥ 16384 rows), ≥ 97 % of the slots: the fallback."""
+    from kdvfs.occupancy import sm_fraction, thread_occupancy
 
-    ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict) and not str(c.get("name", "")).startswith("(+")]
+    ck = [c for c in r.get("launch_grids") or [] if isinstance(c, dict) and c.get("grid")]
+    if not ck:
+        ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)
+              and not str(c.get("name", "")).startswith("(+")]
     us = np.array([float(c.get("us") or 0.0) for c in ck])
-    fr = np.array([1.0 if (f := sm_fraction(c.get("grid"), c.get("block"), sms)) is None else f for c in ck])
+    def one(c):
+        return thread_occupancy(c.get("grid"), c.get("block"), sms) if occupancy else sm_fraction(c.get("grid"), None, sms)
+
+    fr = np.array([1.0 if (f := one(c)) is None else f for c in ck])
     if not len(ck) or us.sum() <= 0:
         return 1.0
     return float(us @ fr / us.sum())
@@ -262,7 +278,8 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
                               constant_write=[bool(r.get("constant_write")) for r in rows],
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
-                              dot_product=[bool(r.get("dot_product")) for r in rows])
+                              dot_product=[bool(r.get("dot_product")) for r in rows],
+                              occupancy=[r.get("occupancy", 1.0) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
@@ -321,7 +338,8 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
                               constant_write=[bool(r.get("constant_write")) for r in rows],
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
-                              dot_product=[bool(r.get("dot_product")) for r in rows])
+                              dot_product=[bool(r.get("dot_product")) for r in rows],
+                              occupancy=[r.get("occupancy", 1.0) for r in rows])
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w)
 
@@ -426,7 +444,8 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
     return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
 
 
-DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4", "5", "6"))
+DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
+                     for i in ("", "2", "3", "4", "5", "6"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
 zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7).
 Not ``characterization7.json.gz`` (the held-duty set): NVML's SM clock median there (1680–1890 MHz) is lower than the

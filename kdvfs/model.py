@@ -216,7 +216,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
-        from kdvfs.occupancy import SM_COUNT, direct_convolution, sm_fractions
+        from kdvfs.occupancy import SM_COUNT, direct_convolution, sm_fractions, thread_occupancies
         from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
         fl, by, maths = [], [], []
@@ -233,7 +233,9 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
                                   core_mhz=cc or None, mem_mhz=cm or None,
                                   constant_write=[writes_constant(k.name) for k in ks],
                                   sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)),
-                                  dot_product=[direct_convolution(k.name) for k in ks])
+                                  dot_product=[direct_convolution(k.name) for k in ks],
+                                  occupancy=thread_occupancies([k.grid for k in ks], [k.block for k in ks],
+                                                               SM_COUNT.get(spec.name, 132)))
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()
@@ -295,7 +297,7 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
                        working_set_bytes=None, constant_write=None, sm_fraction=None,
-                       dot_product=None) -> tuple[np.ndarray, np.ndarray]:
+                       dot_product=None, occupancy=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -319,6 +321,13 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     where the grid is unknown), the base activity scales as ``sm_floor + (1 − sm_floor) · sm_fraction``: an SM
     without a resident block is clock-gated, and only the uncore's share (``sm_floor``) of a running kernel's base
     stays. The work terms are not scaled: FLOPs and bytes per second are already the whole chip's. Where
+    ``work_activity`` has ``occ_exp`` (γ) and ``occupancy`` is given (per kernel, the share of the card's
+    resident-thread slots its first wave fills: ``kdvfs.occupancy.thread_occupancy``; 1 where unknown), the base
+    activity of kernels other than GEMMs and attention scales as ``occupancy^γ``: the warp schedulers issue only
+    from resident warps, and sub-partitions without one are clock-gated (the zoo's graph replays at 1980 MHz:
+    a LayerNorm over 512 rows, 24 % of the slots, draws 226 W, over 3136 rows, all of them, 405 W). GEMMs and
+    attention keep their base: they run one or two large blocks per SM by design and their activity is in the
+    tensor pipes, which their FLOP rate counts. Where
     ``work_activity`` has ``rate_exp`` (γ), the base activity also scales as ``u^γ`` with ``u`` the kernel's achieved
     share of its bounding rate, ``max(util_core, util_mem)`` clipped to (0, 1]: a latency-bound kernel (short rows per
     block, a depthwise gradient, a few blocks) keeps its SMs resident but stalled, and stalled units are clock-gated
@@ -341,6 +350,18 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     if "sm_floor" in co and sm_fraction is not None:
         phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
         base = base * (co["sm_floor"] + (1.0 - co["sm_floor"]) * phi)
+    if "occ_exp" in co and occupancy is not None:
+        occ = np.clip(np.asarray(occupancy, dtype=float), 1e-6, 1.0)
+        if categories is not None:  # tensor-core kernels run few, large blocks by design: their residency is no issue rate
+            occ = np.where(np.array([c in ("gemm", "attention") for c in categories], dtype=bool), 1.0, occ)
+        scale = occ ** co["occ_exp"]
+        if co.get("occ_rate_floor"):  # a switch: a kernel at its roofline issues at full rate whatever its residency
+            scale = np.maximum(scale, np.clip(np.maximum(util_c, util_m), 0.0, 1.0))
+        base = base * scale
+    if co.get("tensor_rate_exp") and categories is not None:
+        # a GEMM's or attention's base scales with its tensor rate: tiny tiles leave resident blocks waiting
+        tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)
+        base = base * np.where(tens, np.clip(util_c, 1e-6, 1.0) ** co["tensor_rate_exp"], 1.0)
     if co.get("rate_exp"):
         u = np.clip(np.maximum(util_c, util_m), 1e-6, 1.0)
         base = base * u ** co["rate_exp"]
@@ -357,7 +378,7 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
                      working_set_bytes=None, constant_write=None, sm_fraction=None,
-                     dot_product=None) -> KernelParams:
+                     dot_product=None, occupancy=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -376,6 +397,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         sm_fraction: per kernel, the share of the SMs its launch grid keeps busy (``kdvfs.occupancy.sm_fractions``;
             ``activity_from_work``; default none: all busy).
         dot_product: per kernel, whether its SIMT FLOPs are dot-product multiply-adds (``activity_from_work``).
+        occupancy: per kernel, the share of resident-thread slots its launch fills (``activity_from_work``).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -405,7 +427,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
             uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
-                                            constant_write, sm_fraction, dot_product)
+                                            constant_write, sm_fraction, dot_product, occupancy)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

@@ -23,7 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["SM_COUNT", "direct_convolution", "sm_fraction", "sm_fractions"]
+__all__ = ["SM_COUNT", "THREADS_PER_SM", "direct_convolution", "sm_fraction", "sm_fractions", "thread_occupancy",
+           "thread_occupancies"]
+
+THREADS_PER_SM = 2048
+"""Resident threads one SM holds at most (64 warps: compute capability 8.0 and 9.0, the A100, H100 and H200; CUDA
+C++ Programming Guide, "Technical Specifications per Compute Capability")."""
 
 # Streaming multiprocessors per card (vendor whitepapers / datasheets; the same table as kdvfs.scaling.SM_COUNT, kept
 # here because the model imports this module and kdvfs.scaling imports the model)
@@ -52,12 +57,41 @@ def sm_fractions(grids, sms: int = 132) -> np.ndarray:
     return np.array([1.0 if (f := sm_fraction(g, None, sms)) is None else f for g in grids], dtype=float)
 
 
-# cuDNN's direct (depthwise) convolution kernels on the CUDA cores, as the recorded steps name them (ConvNeXt-T's 7×7
-# depthwise convolutions, validation/h200/steps7): conv2d_c1_k1_nhwc_specialized (forward), dgrad2d_c1_k1_nhwc_…
-# (input gradient), wgrad2d_c1_k1_nhwc (weight gradient); not their ``_reduce`` helper (a reduction of partial sums)
-_DIRECT_CONV = re.compile(r"^(?:void\s+)?(?:conv|dgrad|wgrad)[123]d_c\d+_k\d+(?!.*_reduce)")
+# Direct (depthwise) convolution kernels on the CUDA cores: cuDNN's, as the recorded steps name them (ConvNeXt-T's
+# 7×7 depthwise convolutions, validation/h200/steps7): conv2d_c1_k1_nhwc_specialized (forward), dgrad2d_c1_k1_nhwc_…
+# (input gradient), wgrad2d_c1_k1_nhwc (weight gradient), not their ``_reduce`` helper (a reduction of partial sums);
+# and ATen's own (aten/src/ATen/native/cuda/DepthwiseConv2d.cu: conv_depthwise2d_forward_kernel…,
+# conv_depthwise2d_backward_kernel…, conv_depthwise2d_grad_weight_kernel…; the zoo's dwconv entries)
+_DIRECT_CONV = re.compile(r"^(?:void\s+)?(?:conv|dgrad|wgrad)[123]d_c\d+_k\d+(?!.*_reduce)"
+                          r"|::conv_depthwise[23]d_(?:forward|backward|grad_weight)_kernel")
 
 
 def direct_convolution(name: str) -> bool:
     """Whether a kernel is a direct convolution on the CUDA cores (its FLOPs are dot-product multiply-adds)."""
-    return bool(_DIRECT_CONV.match(name or ""))
+    return bool(_DIRECT_CONV.search(name or ""))
+
+
+def thread_occupancy(grid: Sequence[int] | None, block: Sequence[int] | None, sms: int = 132,
+                     threads_per_sm: int = THREADS_PER_SM) -> float | None:
+    """The share of the card's resident-thread slots a launch fills in its first wave: ``min(1, blocks × threads per
+    block / (sms × threads_per_sm))``, or ``None`` where the grid or block is unknown. A launch of 512 blocks of 128
+    threads (a LayerNorm over 512 rows) fills 24 % of the H200's slots; its SMs hold 4 warps of 64 each, and the
+    warp schedulers issue from those alone. Registers and shared memory can hold fewer blocks than this says (the
+    traces do not record them), so it is an upper bound of the first wave's residency."""
+    f = sm_fraction(grid, None, sms)
+    if f is None or not block:
+        return None
+    try:
+        threads = math.prod(int(b) for b in block)
+    except (TypeError, ValueError):
+        return None
+    if threads <= 0:
+        return None
+    blocks = math.prod(int(g) for g in grid)  # type: ignore[union-attr]
+    return min(1.0, blocks * threads / float(sms * threads_per_sm))
+
+
+def thread_occupancies(grids, blocks, sms: int = 132) -> np.ndarray:
+    """``thread_occupancy`` of each launch as an array, 1 (the fallback: a full card) where it is unknown."""
+    return np.array([1.0 if (o := thread_occupancy(g, b, sms)) is None else o for g, b in zip(grids, blocks)],
+                    dtype=float)

@@ -19,7 +19,7 @@ from kdvfs.calibrate_h200 import (
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, get_gpu
 from kdvfs.model import activity_from_work, default_params, evaluate
-from kdvfs.occupancy import direct_convolution, sm_fraction, sm_fractions
+from kdvfs.occupancy import direct_convolution, sm_fraction, sm_fractions, thread_occupancies, thread_occupancy
 from kdvfs.trace import Kernel, Segment, Trace
 
 H200 = get_gpu("h200")
@@ -119,3 +119,47 @@ def test_direct_convolutions_take_the_simt_dot_product_coefficient_only_with_the
     assert plain - on == pytest.approx((co["ew"] - co["simt"]) * util)
     assert zoo_direct_convolution({"cuda_kernels": [{"name": names[0], "us": 9.0}, {"name": "x", "us": 1.0}]})
     assert not zoo_direct_convolution({"cuda_kernels": [{"name": "x", "us": 9.0}, {"name": names[0], "us": 1.0}]})
+
+
+def test_thread_occupancy_counts_resident_thread_slots_of_the_first_wave():
+    assert thread_occupancy((512, 1, 1), (32, 4, 1)) == pytest.approx(512 * 128 / (132 * 2048))  # a LayerNorm, 512 rows
+    assert thread_occupancy((3136, 1, 1), (32, 4, 1)) == 1.0
+    assert thread_occupancy((8,), (128,)) == pytest.approx(8 * 128 / (132 * 2048))
+    assert thread_occupancy((8,), None) is None and thread_occupancy(None, (128,)) is None
+    assert thread_occupancy((8,), (0,)) is None
+    assert list(thread_occupancies([(264,), None], [(1024,), (128,)])) == [1.0, 1.0]
+
+
+def test_occupancy_scales_the_base_of_simt_kernels_and_a_roofline_kernel_keeps_it():
+    bw = H200.mem_bandwidth_gbs[-1] * 1e9
+    t = 1e-5
+    nbytes = [0.05 * bw * t, 0.05 * bw * t, 0.9 * bw * t, 0.05 * bw * t]
+    cats = ["norm", "norm", "optimizer", "gemm"]
+    occ = [0.24, 1.0, 0.6, 0.2]
+    args = ([0, 0, 0, 0], nbytes, ["simt"] * 4, [t] * 4, [1980] * 4, cats)
+    plain = activity_from_work(H200, *args)[0]
+    base = dict(H200.work_activity)["base"]
+    uc = activity_from_work(_with(occ_exp=0.75), *args, occupancy=occ)[0]
+    assert plain[0] - uc[0] == pytest.approx(base * (1 - 0.24 ** 0.75))
+    assert uc[1] == pytest.approx(plain[1]) and uc[3] == pytest.approx(plain[3])  # full card; a GEMM keeps its base
+    assert plain[2] - uc[2] == pytest.approx(base * (1 - 0.6 ** 0.75))
+    # with the rate floor the foreach kernel at 90 % of the bandwidth keeps 90 % of its base; the slow norm is as before
+    fl = activity_from_work(_with(occ_exp=0.75, occ_rate_floor=1.0), *args, occupancy=occ)[0]
+    assert plain[2] - fl[2] == pytest.approx(base * 0.1)
+    assert fl[0] == pytest.approx(uc[0])
+
+
+def test_tensor_rate_scales_only_tensor_core_kernels():
+    args = ([1e9, 1e9], [1e6, 1e6], ["tensor16", "simt"], [1e-3, 1e-3], [1980, 1980], ["gemm", "elementwise"])
+    plain = activity_from_work(H200, *args)[0]
+    uc = activity_from_work(_with(tensor_rate_exp=0.5), *args)[0]
+    util = 1e9 / (H200.peak_flops("tensor16") * 1e-3)
+    assert plain[0] - uc[0] == pytest.approx(dict(H200.work_activity)["base"] * (1 - util ** 0.5))
+    assert uc[1] == pytest.approx(plain[1])
+
+
+def test_zoo_entries_take_the_recorded_launch_grids():
+    r = {"launch_grids": [{"name": "ln", "us": 3.0, "grid": [512, 1, 1], "block": [32, 4, 1]}],
+         "cuda_kernels": [{"name": "ln", "us": 3.0}]}
+    assert zoo_sm_fraction(r) == 1.0
+    assert zoo_sm_fraction(r, occupancy=True) == pytest.approx(512 * 128 / (132 * 2048))
