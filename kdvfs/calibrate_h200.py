@@ -65,7 +65,9 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
     "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
     "occupancy-rate-floor": (("occ_rate_floor", 1.0),)}
-DEFAULT_STRUCTURE = "none"
+DEFAULT_STRUCTURE = "warp-occupancy+occupancy-rate-floor"
+"""The bundled model's structure (session 8): chosen by the zoo's held-out split on the seven default files (none:
+26 of 53 held out within both targets; warp-occupancy 37; with the rate floor 38; validation/h200/fidelity/README.md)."""
 
 
 def _components(structure: str) -> list[tuple[str, tuple[float, float, float, float] | float]]:
@@ -445,9 +447,9 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
 
 
 DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
-                     for i in ("", "2", "3", "4", "5", "6"))
+                     for i in ("", "2", "3", "4", "5", "6", "8"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
-zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7).
+zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the small-kernel set with launch grids (session 8).
 Not ``characterization7.json.gz`` (the held-duty set): NVML's SM clock median there (1680–1890 MHz) is lower than the
 bursts' durations imply (1790–1960 MHz), and the measuring loop idles the GPU a quarter of each period; the same
 bursts measured cleanly (validation/h200/characterization/held_probe) are within 4 % of the model. The clock the fit
@@ -476,7 +478,7 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE) ->
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "90 kernels)")
+                         "106 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
