@@ -1,31 +1,30 @@
 """Issue 12, session 8: which kernels of the recorded H200 training steps carry the model's energy over-prediction,
 and what they share (launch grid against the SM count, duration, achieved rate, category).
 
-For every step of ``validation/h200/steps`` (23), ``steps7`` and ``steps8`` (10 more; all seen, none fitted): import
-its Kineto trace as ``kdvfs validate-steps`` does, take the model's kernel parameters (``default_params``, the bundled
-h200 model), evaluate each kernel's power at the step's measured median SM clock (no cap: the clock the step ran at),
-and put the kernels in classes by their launch grid (``kdvfs.occupancy.sm_fraction``: the share of the 132 SMs with a
-resident block), duration and achieved FLOP/byte rate. The step's predicted kernel energy is the one in the folder's
-``steps_check.json`` (``limiter_with_gaps``, less its host gaps at the gap power); each class's share of it follows
-from the per-kernel evaluation. The measured kernel energy is the step's NVML energy less the same host gaps at the
-same gap power. Nothing here is fitted to the model; the least-squares split of the excess over classes (across the
-33 steps) is a diagnosis only.
+For every step of ``validation/h200/steps`` (23), ``steps7`` and ``steps8`` (10 more; all seen, none fitted): check it
+as ``kdvfs validate-steps`` does with the model of ``--fit`` (default: session 7's, the model this diagnosis was made
+for), take that model's kernel parameters (``default_params``), evaluate each kernel's power at the step's measured
+median SM clock (no cap: the clock the step ran at), and put the kernels in classes by their launch grid
+(``kdvfs.occupancy.sm_fraction``: the share of the 132 SMs with a resident block), duration and achieved FLOP/byte
+rate. The step's predicted kernel energy is the check's (``limiter_with_gaps``, less its host gaps at the gap power);
+each class's share of it follows from the per-kernel evaluation. The measured kernel energy is the step's NVML energy
+less the same host gaps at the same gap power. Nothing here is fitted to the model; the least-squares split of the
+excess over classes (across the 33 steps) is a diagnosis only.
 
-Usage: ``python -m scripts.h200_small_kernels [-o validation/h200/small_kernels/diagnosis.json]`` (prints the tables).
+Usage: ``python -m scripts.h200_small_kernels [--fit FIT] [-o validation/h200/small_kernels/diagnosis.json]`` (prints
+the tables; about two minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-# each folder of recorded steps and its committed validate-steps report (the bundled model's prediction)
-FOLDERS = {"validation/h200/steps": "validation/h200/steps_check.json",
-           "validation/h200/steps7": "validation/h200/steps7/steps_check.json",
-           "validation/h200/steps8": "validation/h200/steps8/steps_check.json"}
+FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/steps8")
 CLASSES = ("few SMs (< 1/4 of the SMs)", "part of the SMs (1/4 … 1)", "full grid, short (< 10 µs)",
            "full grid, low rate (< 25 % of peak)", "full grid, GEMM/attention", "full grid, other", "no grid")
 
@@ -48,7 +47,7 @@ def _classify(k, frac: float | None, util: float) -> int:
 
 def _family(name: str) -> str:
     """A kernel's family: its name without template arguments and namespaces (``vectorized_layer_norm_kernel``)."""
-    head = name.split("<", 1)[0].split("(", 1)[0].strip()
+    head = name.replace("(anonymous namespace)::", "").split("<", 1)[0].split("(", 1)[0].strip()
     head = head.removeprefix("void ").strip()
     base = head.rsplit("::", 1)[-1]
     if base in ("vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_elementwise_kernel") and "<" in name:
@@ -60,17 +59,20 @@ def _family(name: str) -> str:
     return base
 
 
-def step_rows(root: Path) -> list[dict]:
-    from kdvfs.gpus import AUTO, get_gpu
+def step_rows(root: Path, fit_path: Path) -> list[dict]:
+    from kdvfs.calibrate_h200 import spec_from_fit
+    from kdvfs.gpus import AUTO
     from kdvfs.importers import import_kineto
     from kdvfs.model import default_params, evaluate
     from kdvfs.occupancy import sm_fraction
+    from simulator.stepcheck import check_steps
 
-    spec = get_gpu("h200")
+    fit = json.loads(fit_path.read_text())
+    spec = spec_from_fit(fit)
     out = []
-    for folder, report in FOLDERS.items():
-        check = json.loads((root / report).read_text())
-        gap_w = float(check["gap_power_w"])
+    for folder in FOLDERS:
+        gap_w = float(fit["params"]["gap_power_w"])
+        check = check_steps(root / folder, spec, gap_power_w=gap_w)  # as `kdvfs validate-steps` with this fit
         for st in check["steps"]:
             if "measured" not in st:
                 continue
@@ -159,12 +161,16 @@ GROUPS = {"the 23 steps (validation/h200/steps)": lambda r: r["folder"] == "vali
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default="validation/h200/small_kernels/diagnosis.json")
+    ap.add_argument("--fit", default="validation/h200/fidelity/session7_fit.json",
+                    help="the H200 fit whose model is diagnosed (default: session 7's, the model the diagnosis was for; "
+                         "traces/h200.fit.json: the bundled one)")
     a = ap.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
-    rows = step_rows(root)
+    rows = step_rows(root, root / a.fit)
     split = split_excess(rows)
     tables = {g: class_table([r for r in rows if sel(r)]) for g, sel in GROUPS.items()}
-    doc = {"command": "python -m scripts.h200_small_kernels", "classes": list(CLASSES), "steps": rows,
+    doc = {"command": "python -m scripts.h200_small_kernels " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "fit": a.fit, "classes": list(CLASSES), "steps": rows,
            "excess_share_by_class": split, "class_tables": tables,
            "note": "steps7 and steps8 are seen here (looked at to find the structure); nothing is fitted to any step"}
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")

@@ -22,7 +22,9 @@ from kdvfs.model import activity_from_work, default_params, evaluate
 from kdvfs.occupancy import direct_convolution, sm_fraction, sm_fractions, thread_occupancies, thread_occupancy
 from kdvfs.trace import Kernel, Segment, Trace
 
-H200 = get_gpu("h200")
+# the bundled preset without the session-8 structure's fields: the model each structure is added to here
+H200 = replace(get_gpu("h200"), work_activity=tuple(
+    (k, v) for k, v in get_gpu("h200").work_activity if k not in ("occ_exp", "occ_rate_floor")))
 
 
 def _with(**extra) -> object:
@@ -163,3 +165,17 @@ def test_zoo_entries_take_the_recorded_launch_grids():
          "cuda_kernels": [{"name": "ln", "us": 3.0}]}
     assert zoo_sm_fraction(r) == 1.0
     assert zoo_sm_fraction(r, occupancy=True) == pytest.approx(512 * 128 / (132 * 2048))
+
+
+def test_the_bundled_fit_is_the_default_structure_on_the_default_data():
+    import json
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, DEFAULT_STRUCTURE
+
+    root = Path(__file__).resolve().parents[1]
+    fit = json.loads((root / "traces/h200.fit.json").read_text())
+    assert fit["structure"] == DEFAULT_STRUCTURE and [Path(p).name for p in fit["data"]] == [Path(p).name for p in DEFAULT_DATA]
+    wa = dict(get_gpu("h200").work_activity)
+    assert 0.5 < wa["occ_exp"] < 1.0 and wa["occ_rate_floor"] == 1.0
+    assert fit["fit"]["meet_both"] == 66 and fit["heldout"]["test"]["meet_both"] == 38
