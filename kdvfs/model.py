@@ -313,25 +313,28 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     utilisation returned (memory-traffic power) counts only the bytes that reach device memory
     (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
-    traffic power — its bits do not toggle on the memory bus. Where ``work_activity`` has ``conv_dot`` (a switch)
-    and ``dot_product`` is given (per kernel; ``kdvfs.occupancy.direct_convolution``), a kernel whose SIMT FLOPs are the multiply-adds of dot products (a
-    direct convolution on the CUDA cores) takes ``simt``, the coefficient of GEMMs on the CUDA cores, not ``ew``:
-    each of its FLOPs is half a fused multiply-add, as in a GEMM, not an elementwise op's nominal count. Where ``work_activity`` has ``sm_floor`` and
-    ``sm_fraction`` is given (per kernel, the share of the SMs its launch grid keeps busy: ``kdvfs.occupancy``; 1
-    where the grid is unknown), the base activity scales as ``sm_floor + (1 − sm_floor) · sm_fraction``: an SM
-    without a resident block is clock-gated, and only the uncore's share (``sm_floor``) of a running kernel's base
-    stays. The work terms are not scaled: FLOPs and bytes per second are already the whole chip's. Where
-    ``work_activity`` has ``occ_exp`` (γ) and ``occupancy`` is given (per kernel, the share of the card's
-    resident-thread slots its first wave fills: ``kdvfs.occupancy.thread_occupancy``; 1 where unknown), the base
-    activity of kernels other than GEMMs and attention scales as ``occupancy^γ``: the warp schedulers issue only
-    from resident warps, and sub-partitions without one are clock-gated (the zoo's graph replays at 1980 MHz:
-    a LayerNorm over 512 rows, 24 % of the slots, draws 226 W, over 3136 rows, all of them, 405 W). GEMMs and
-    attention keep their base: they run one or two large blocks per SM by design and their activity is in the
-    tensor pipes, which their FLOP rate counts. Where
-    ``work_activity`` has ``rate_exp`` (γ), the base activity also scales as ``u^γ`` with ``u`` the kernel's achieved
-    share of its bounding rate, ``max(util_core, util_mem)`` clipped to (0, 1]: a latency-bound kernel (short rows per
-    block, a depthwise gradient, a few blocks) keeps its SMs resident but stalled, and stalled units are clock-gated
-    in fine grain; a kernel at its roofline keeps the base. Kernels without work keep the category prior.
+    traffic power — its bits do not toggle on the memory bus.
+
+    Structures for small launches (session 8; each acts only where ``work_activity`` has its field, and only the
+    first is in the bundled fit: ``kdvfs.calibrate_h200.STRUCTURES``, ``validation/h200/small_kernels/``):
+
+    - ``occ_exp`` (γ) with ``occupancy`` (per kernel, the share of the card's resident-thread slots its first wave
+      fills: ``kdvfs.occupancy.thread_occupancy``; 1 where unknown): the base activity of kernels other than GEMMs
+      and attention is multiplied by ``occupancy^γ`` — the warp schedulers issue only from resident warps, and
+      sub-partitions without one are clock-gated (the zoo's graph replays at 1980 MHz: a LayerNorm over 512 rows,
+      24 % of the slots, draws 226 W, over 3136 rows 405 W). With the switch ``occ_rate_floor`` the factor is at
+      least the kernel's achieved share of its roofline, ``max(util_core, util_mem)``: a kernel that reaches its
+      roofline with fewer warps issues at full rate all the same. GEMMs and attention keep their base: they run one
+      or two large blocks per SM by design, and their activity is in the tensor pipes, which their FLOP rate counts.
+    - ``sm_floor`` with ``sm_fraction`` (per kernel, the share of the SMs with a resident block,
+      ``kdvfs.occupancy.sm_fraction``): the base scales as ``sm_floor + (1 − sm_floor) · sm_fraction``.
+    - ``rate_exp`` (γ): the base scales as ``u^γ``, ``u`` = ``max(util_core, util_mem)`` clipped to (0, 1].
+    - ``tensor_rate_exp`` (γ): a GEMM's or attention's base scales as ``util_core^γ``.
+    - ``conv_dot`` (a switch) with ``dot_product`` (``kdvfs.occupancy.direct_convolution``): a direct convolution's
+      SIMT FLOPs take ``simt``, a GEMM's coefficient on the CUDA cores, not ``ew``.
+
+    The work terms are never scaled: FLOPs and bytes per second are already the whole chip's. Kernels without work
+    keep the category prior.
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
