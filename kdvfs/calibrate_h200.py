@@ -213,8 +213,13 @@ def zoo_sm_fraction(r: dict, sms: int = 132, occupancy: bool = False) -> float:
     1024³ GEMMs (16–64 tiles by cuBLAS's choice of tile, which the files do not record), left at the fallback.
     ``occupancy=True``: the share of resident-thread slots instead (``kdvfs.occupancy.thread_occupancy``); the
     earlier files' entries other than GEMMs and attention (the only ones it applies to) launch ≥ 2048 blocks of
-    128 threads (ATen's elementwise kernels take 128 threads × 8 16-bit or 4 32-bit elements a block, its norms and
-    softmaxes one row a block of 128: ≥ 2 Mi elements, ≥ 16384 rows), ≥ 97 % of the slots: the fallback."""
+    128 threads, ≥ 97 % of the slots, the fallback's full card, by ATen's launch rules: its vectorised elementwise
+    kernels take 128 threads × 8 16-bit or 4 32-bit elements a block (aten/src/ATen/native/cuda/CUDALoops.cuh,
+    ``num_threads()`` and ``vec_size``), its LayerNorm and RMS norm one row a block of 32 × 4 threads
+    (layer_norm_kernel.cu, ``vectorized_layer_norm_kernel``), its short-row softmax a few rows a block of 32 × 4
+    (PersistentSoftmax.cuh) — the session-8 file records the same (an add over 512 Ki bf16 elements: 512 blocks of
+    128; a LayerNorm over 512 rows: 512 blocks of 32 × 4) — and those entries cover ≥ 2 Mi elements or ≥ 16384
+    rows."""
     from kdvfs.occupancy import sm_fraction, thread_occupancy
 
     ck = [c for c in r.get("launch_grids") or [] if isinstance(c, dict) and c.get("grid")]
