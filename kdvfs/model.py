@@ -349,7 +349,7 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     cls = np.array([co.get(k, 1.0) for k in keys])
     if "att" in co and categories is not None:
         cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
-    base = co.get("base", 0.0)
+    base: np.ndarray | float = co.get("base", 0.0)
     if "sm_floor" in co and sm_fraction is not None:
         phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
         base = base * (co["sm_floor"] + (1.0 - co["sm_floor"]) * phi)

@@ -82,12 +82,12 @@ def thread_occupancy(grid: Sequence[int] | None, block: Sequence[int] | None, sm
     if f is None or not block:
         return None
     try:
-        threads = math.prod(int(b) for b in block)
+        threads = math.prod([int(b) for b in block])
     except (TypeError, ValueError):
         return None
     if threads <= 0:
         return None
-    blocks = math.prod(int(g) for g in grid)  # type: ignore[union-attr]
+    blocks = math.prod([int(g) for g in grid or ()])  # a grid sm_fraction accepted: positive integers
     return min(1.0, blocks * threads / float(sms * threads_per_sm))
 
 
