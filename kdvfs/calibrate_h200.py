@@ -52,6 +52,48 @@ _X0 = (700.0, 0.70, 1200.0, 110.0, 698.0, 0.15, 1.0, 1.0, 0.2, 2.0, 50.0, 1.0)
 _LO = (200.0, 0.40, 600.0, 0.0, 650.0, 0.0, 0.1, 0.1, 0.0, 0.0, 5.0, 0.5)
 _HI = (1500.0, 1.0, 1900.0, 700.0, 720.0, 2.0, 3.0, 5.0, 3.0, 30.0, 400.0, 2.0)
 _CAP = CARD_FIELDS.index("cap_w")
+# Structures the fit can add (``--structure``, components joined by "+"), each component its activity fields:
+# fitted ones with (first start, second start, low, high), fixed ones (switches) with their value.
+# sm-occupancy: sm_floor, the share of a running kernel's base activity that stays when its launch grid leaves SMs
+# without a resident block (kdvfs.occupancy; kdvfs.model.activity_from_work); issue-rate: rate_exp, the exponent of
+# the kernel's achieved share of its bounding rate that scales its base activity; conv-dot: direct convolutions'
+# SIMT FLOPs priced as a GEMM's on the CUDA cores (simt), not as an elementwise op's (ew): no fitted number;
+# warp-occupancy: occ_exp, the exponent of the share of resident-thread slots a launch fills that scales the base
+# activity of kernels other than GEMMs and attention (kdvfs.occupancy.thread_occupancy)
+STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float], ...]] = {
+    "none": (), "sm-occupancy": (("sm_floor", (0.5, 0.2, 0.0, 1.0)),),
+    "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
+    "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
+    "occupancy-rate-floor": (("occ_rate_floor", 1.0),)}
+DEFAULT_STRUCTURE = "warp-occupancy+occupancy-rate-floor"
+"""The bundled model's structure (session 8): chosen by the zoo's held-out split on the seven default files (none:
+26 of 53 held out within both targets; warp-occupancy 37; with the rate floor 38; validation/h200/fidelity/README.md)."""
+
+
+def _components(structure: str) -> list[tuple[str, tuple[float, float, float, float] | float]]:
+    parts = [p for p in str(structure).split("+") if p]
+    bad = [p for p in parts if p not in STRUCTURES]
+    if bad or not parts:
+        raise InputError(f"calibrate-h200: structure {structure!r} is not made of {', '.join(STRUCTURES)} (joined by "
+                         f"'+'); e.g. --structure {DEFAULT_STRUCTURE} or --structure sm-occupancy+conv-dot")
+    return [f for p in parts for f in STRUCTURES[p]]
+
+
+def _extra_fields(structure: str) -> tuple[str, ...]:
+    """The structure's activity fields: the fitted ones first (in the parameter vector's order), then the fixed."""
+    comp = _components(structure)
+    return tuple(n for n, v in comp if isinstance(v, tuple)) + tuple(n for n, v in comp if not isinstance(v, tuple))
+
+
+_FIXED = {n: v for c in STRUCTURES.values() for n, v in c if not isinstance(v, tuple)}
+
+
+def _activity(x, extra: tuple[str, ...]) -> dict[str, float]:
+    fitted = ACTIVITY_FIELDS + tuple(n for n in extra if n not in _FIXED)
+    return {"tensor16": 1.0, **{k: float(v) for k, v in zip(fitted, x[len(CARD_FIELDS):])},
+            **{n: float(_FIXED[n]) for n in extra if n in _FIXED}}
+
+
 CLOCK_TOL, POWER_TOL = 0.05, 0.03
 LAUNCH_BOUND_BUSY = 0.7
 """A zoo entry whose CUDA kernels (profiler device time, one invocation) fill less than this share of its measured
@@ -128,6 +170,9 @@ def zoo_rows(doc: dict) -> list[dict]:
         g = max(1, _graph_of(r))
         r["ws_bytes"] = float(r["bytes"]) / g
         r["constant_write"] = constant_write(r)
+        r["sm_fraction"] = zoo_sm_fraction(r)
+        r["dot_product"] = zoo_direct_convolution(r)
+        r["occupancy"] = zoo_sm_fraction(r, occupancy=True)
         r["busy"] = busy_fraction(r) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
             if not r.get("burst_time_s"):
@@ -157,6 +202,51 @@ def constant_write(r: dict) -> bool:
     return bool(names) and all(writes_constant(n) for n in names)
 
 
+def zoo_sm_fraction(r: dict, sms: int = 132, occupancy: bool = False) -> float:
+    """The share of the SMs a zoo entry's kernels keep busy (``kdvfs.occupancy.sm_fraction``), averaged over its
+    CUDA kernels by their profiled time, from the launch grids the campaign recorded (``launch_grids``: each kernel
+    of one un-graphed launch with its ``grid``, ``block`` and ``us``; ``characterization8.json.gz`` on), else a
+    ``grid`` beside each profiled kernel. A kernel without a recorded grid counts as all SMs busy, the model's
+    fallback for any kernel without a grid. For the earlier zoo files that is right without the record: their elementwise, reduction,
+    norm and copy entries cover ≥ 1 Mi elements or rows (ATen's launches take at most 4096 elements or one row per
+    block, so ≥ 256 blocks), their GEMMs and attention ≥ 132 output tiles of ≤ 256 × 256; the exceptions are the
+    1024³ GEMMs (16–64 tiles by cuBLAS's choice of tile, which the files do not record), left at the fallback.
+    ``occupancy=True``: the share of resident-thread slots instead (``kdvfs.occupancy.thread_occupancy``); the
+    earlier files' entries other than GEMMs and attention (the only ones it applies to) launch ≥ 2048 blocks of
+    128 threads, ≥ 97 % of the slots, the fallback's full card, by ATen's launch rules: its vectorised elementwise
+    kernels take 128 threads × 8 16-bit or 4 32-bit elements a block (aten/src/ATen/native/cuda/CUDALoops.cuh,
+    ``num_threads()`` and ``vec_size``), its LayerNorm and RMS norm one row a block of 32 × 4 threads
+    (layer_norm_kernel.cu, ``vectorized_layer_norm_kernel``), its short-row softmax a few rows a block of 32 × 4
+    (PersistentSoftmax.cuh) — the session-8 file records the same (an add over 512 Ki bf16 elements: 512 blocks of
+    128; a LayerNorm over 512 rows: 512 blocks of 32 × 4) — and those entries cover ≥ 2 Mi elements or ≥ 16384
+    rows."""
+    from kdvfs.occupancy import sm_fraction, thread_occupancy
+
+    ck = [c for c in r.get("launch_grids") or [] if isinstance(c, dict) and c.get("grid")]
+    if not ck:
+        ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)
+              and not str(c.get("name", "")).startswith("(+")]
+    us = np.array([float(c.get("us") or 0.0) for c in ck])
+    def one(c):
+        return thread_occupancy(c.get("grid"), c.get("block"), sms) if occupancy else sm_fraction(c.get("grid"), None, sms)
+
+    fr = np.array([1.0 if (f := one(c)) is None else f for c in ck])
+    if not len(ck) or us.sum() <= 0:
+        return 1.0
+    return float(us @ fr / us.sum())
+
+
+def zoo_direct_convolution(r: dict) -> bool:
+    """Whether most of a zoo entry's profiled kernel time is direct convolutions on the CUDA cores
+    (``kdvfs.occupancy.direct_convolution`` of each kernel's name, as a trace's kernels are judged)."""
+    from kdvfs.occupancy import direct_convolution
+
+    ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict)]
+    tot = sum(float(c.get("us") or 0.0) for c in ck)
+    conv = sum(float(c.get("us") or 0.0) for c in ck if direct_convolution(str(c.get("name", ""))))
+    return tot > 0 and conv > 0.5 * tot
+
+
 def gap_power(rows: list[dict]) -> float | None:
     """The GPU's power between kernels (host gaps, idle): the median energy-counter power of the ``gap`` entries."""
     g = [r["power_w"] for r in rows if r["role"] == "gap"]
@@ -168,9 +258,9 @@ def kernel_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["role"] != "gap"]
 
 
-def spec_from_vector(x, base: GpuSpec = H200_UNFITTED) -> GpuSpec:
+def spec_from_vector(x, base: GpuSpec = H200_UNFITTED, extra: tuple[str, ...] = ()) -> GpuSpec:
     card: dict[str, Any] = dict(zip(CARD_FIELDS, (float(v) for v in x[: len(CARD_FIELDS)])))
-    act = {"tensor16": 1.0, **dict(zip(ACTIVITY_FIELDS, (float(v) for v in x[len(CARD_FIELDS):])))}
+    act = _activity(x, extra)
     mem_idle = base.mem_power_w
     return replace(base, **card, peak_tflops_dtype=tuple(PEAK_TFLOPS_DTYPE.items()),
                    work_activity=tuple(act.items()), mem_power_w=mem_idle)
@@ -193,7 +283,10 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]),
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
                               solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
-                              constant_write=[bool(r.get("constant_write")) for r in rows])
+                              constant_write=[bool(r.get("constant_write")) for r in rows],
+                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
+                              dot_product=[bool(r.get("dot_product")) for r in rows],
+                              occupancy=[r.get("occupancy", 1.0) for r in rows])
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
@@ -250,27 +343,31 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
                               working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
-                              constant_write=[bool(r.get("constant_write")) for r in rows])
+                              constant_write=[bool(r.get("constant_write")) for r in rows],
+                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
+                              dot_product=[bool(r.get("dot_product")) for r in rows],
+                              occupancy=[r.get("occupancy", 1.0) for r in rows])
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w)
 
 
-def _residuals(x, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
-    spec = spec_from_vector(x)
+def _residuals(x, rows: list[dict], gap_w: float | None = None, extra: tuple[str, ...] = ()) -> np.ndarray:
+    spec = spec_from_vector(x, extra=extra)
     f, p = predict_zoo(spec, rows, gap_w=gap_w)
     fm = np.array([r["sm_mhz_median"] for r in rows])
     pm = np.array([r["power_w"] for r in rows])
     return np.concatenate([(f / fm - 1) / CLOCK_TOL, (p / pm - 1) / POWER_TOL])
 
 
-def _stage1(x, rows: list[dict], cap: float, gap_w: float | None = None) -> np.ndarray:
+def _stage1(x, rows: list[dict], cap: float, gap_w: float | None = None, extra: tuple[str, ...] = ()) -> np.ndarray:
     xx = np.concatenate([x[:_CAP], [cap], x[_CAP:]])
     pm = np.array([r["power_w"] for r in rows])
-    return (_power_at_measured(spec_from_vector(xx), rows, gap_w) / pm - 1) / POWER_TOL
+    return (_power_at_measured(spec_from_vector(xx, extra=extra), rows, gap_w) / pm - 1) / POWER_TOL
 
 
-def fit_h200(rows: list[dict], gap_w: float | None = None) -> np.ndarray:
-    """The parameter vector (``CARD_FIELDS`` then ``ACTIVITY_FIELDS``) minimising the module's loss on ``rows``.
+def fit_h200(rows: list[dict], gap_w: float | None = None, structure: str = DEFAULT_STRUCTURE) -> np.ndarray:
+    """The parameter vector (``CARD_FIELDS``, ``ACTIVITY_FIELDS``, then the ``structure``'s fields) minimising the
+    module's loss on ``rows``.
 
     Three stages, because the predicted clock (a bisection on the cap) makes the loss piecewise smooth:
     (1) power at each kernel's measured clock, without the cap, fitted to the measured power (smooth; a soft-L1
@@ -280,24 +377,28 @@ def fit_h200(rows: list[dict], gap_w: float | None = None) -> np.ndarray:
     """
     from scipy.optimize import least_squares
 
-    lo, hi = np.array(_LO), np.array(_HI)
+    extra = _extra_fields(structure)
+    add = [v for _, v in _components(structure) if isinstance(v, tuple)]
+    lo, hi = np.array(_LO + tuple(v[2] for v in add)), np.array(_HI + tuple(v[3] for v in add))
     top = max(r["sm_mhz_median"] for r in rows)
     thr = [r["power_w"] for r in rows if r["sm_mhz_median"] < top - 20]
     cap = float(np.median(thr)) if thr else float(np.max([r["power_w"] for r in rows]))
     cap = float(np.clip(cap, lo[_CAP], hi[_CAP]))
-    keep = [i for i in range(len(_X0)) if i != _CAP]
+    keep = [i for i in range(len(lo)) if i != _CAP]
     best = None
-    for x0 in (np.array(_X0), np.array([500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3, 4.0, 40.0, 1.1])):
-        r1 = least_squares(_stage1, np.clip(x0[keep], lo[keep], hi[keep]), args=(rows, cap, gap_w),
+    starts = (_X0 + tuple(v[0] for v in add),
+              (500.0, 0.9, 1700.0, 300.0, cap, 0.4, 1.2, 1.0, 0.3, 4.0, 40.0, 1.1) + tuple(v[1] for v in add))
+    for x0 in map(np.array, starts):
+        r1 = least_squares(_stage1, np.clip(x0[keep], lo[keep], hi[keep]), args=(rows, cap, gap_w, extra),
                            bounds=(lo[keep], hi[keep]), x_scale=hi[keep] - lo[keep], max_nfev=300, loss="soft_l1")
         x1 = np.concatenate([r1.x[:_CAP], [cap], r1.x[_CAP:]])
-        c1 = float(np.sum(_residuals(x1, rows, gap_w) ** 2))
+        c1 = float(np.sum(_residuals(x1, rows, gap_w, extra) ** 2))
         if best is None or c1 < best[0]:
             best = (c1, x1)
     assert best is not None
-    r3 = least_squares(_residuals, best[1], args=(rows, gap_w), bounds=(lo, hi), diff_step=1e-3, x_scale=hi - lo,
-                       max_nfev=200, loss="soft_l1")
-    c3 = float(np.sum(_residuals(r3.x, rows, gap_w) ** 2))
+    r3 = least_squares(_residuals, best[1], args=(rows, gap_w, extra), bounds=(lo, hi), diff_step=1e-3,
+                       x_scale=hi - lo, max_nfev=200, loss="soft_l1")
+    c3 = float(np.sum(_residuals(r3.x, rows, gap_w, extra) ** 2))
     return r3.x if c3 < best[0] else best[1]
 
 
@@ -323,9 +424,9 @@ def _summary(out: list[dict]) -> dict:
             "power_rms_error_pct": float(np.sqrt(np.mean([o["power_error_pct"] ** 2 for o in out])))}
 
 
-def _params(x, gap_w: float | None = None) -> dict:
+def _params(x, gap_w: float | None = None, extra: tuple[str, ...] = ()) -> dict:
     return {**{k: float(v) for k, v in zip(CARD_FIELDS, x[: len(CARD_FIELDS)])},
-            "work_activity": {"tensor16": 1.0, **{k: float(v) for k, v in zip(ACTIVITY_FIELDS, x[len(CARD_FIELDS):])}},
+            "work_activity": _activity(x, extra),
             "peak_tflops_dtype": dict(PEAK_TFLOPS_DTYPE), "gap_power_w": gap_w}
 
 
@@ -355,9 +456,10 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
     return kernel_rows(rows), [r for r in rows if r["role"] == "gap"], [str(p) for p in paths], docs
 
 
-DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz" for i in ("", "2", "3", "4", "5", "6"))
+DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
+                     for i in ("", "2", "3", "4", "5", "6", "8"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
-zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7).
+zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the small-kernel set with launch grids (session 8).
 Not ``characterization7.json.gz`` (the held-duty set): NVML's SM clock median there (1680–1890 MHz) is lower than the
 bursts' durations imply (1790–1960 MHz), and the measuring loop idles the GPU a quarter of each period; the same
 bursts measured cleanly (validation/h200/characterization/held_probe) are within 4 % of the model. The clock the fit
@@ -376,27 +478,28 @@ def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]
     return rows, (gap_power(gaps) if gaps else None), paths, docs
 
 
-def run_h200_fit(data, command: str = "") -> dict:
+def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE) -> dict:
     """The full fit (every zoo kernel of every file: what the h200 preset uses) and the held-out check (kernels in
     file-then-zoo order, even positions fitted, odd checked), as one document. ``data``: a characterisation file or a
     list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
     are predicted with; they are not fitted."""
+    extra = _extra_fields(structure)
     rows, gap_w, paths, docs = prepared_rows(data)
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "90 kernels)")
+                         "106 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
     gaps = load_rows(data)[1]
     onset = onset_rows(docs)
-    x = fit_h200(rows, gap_w)
-    spec = spec_from_vector(x)
+    x = fit_h200(rows, gap_w, structure)
+    spec = spec_from_vector(x, extra=extra)
     train = rows[0::2]
     test = rows[1::2]
-    xh = fit_h200(train, gap_w)
-    sh = spec_from_vector(xh)
+    xh = fit_h200(train, gap_w, structure)
+    sh = spec_from_vector(xh, extra=extra)
     full = _report(spec, rows, gap_w=gap_w)
     first = {r["name"] for r in rows if r["file"] == Path(paths[0]).name}
     by_file = _summary([o for o in full["per_kernel"] if o["name"] in first])
@@ -405,7 +508,7 @@ def run_h200_fit(data, command: str = "") -> dict:
         "gpu": docs[0].get("gpu"), "driver": docs[0].get("driver"),
         "loss": "sum over zoo kernels of ((predicted/measured clock - 1)/0.05)^2 + ((predicted/measured power - 1)/0.03)^2",
         "targets": {"clock_pct": 100 * CLOCK_TOL, "power_pct": 100 * POWER_TOL},
-        "params": _params(x, gap_w), "fit": full,
+        "structure": structure, "params": _params(x, gap_w, extra), "fit": full,
         "fit_first_file": by_file | {"note": f"the same fit, only the kernels of {Path(paths[0]).name}"},
         "gap": {"power_w": gap_w, "entries": [{"name": g["name"], "power_w": g["power_w"], "sm_mhz_median":
                                                g["sm_mhz_median"], "time_s": g["time_s"]} for g in gaps],
@@ -418,7 +521,7 @@ def run_h200_fit(data, command: str = "") -> dict:
                              if k != "per_kernel"}
         | {"note": "the same fit, each kernel's capture clock not given but solved with its activity"},
         "heldout": {"split": "kernels in file-then-zoo order: even positions fit, odd positions checked",
-                    "params": _params(xh, gap_w), "train": _report(sh, train, gap_w=gap_w),
+                    "params": _params(xh, gap_w, extra), "train": _report(sh, train, gap_w=gap_w),
                     "test": _report(sh, test, gap_w=gap_w),
                     "test_clock_solved": {k: v for k, v in _report(sh, test, known_clock=False, gap_w=gap_w).items()
                                           if k != "per_kernel"}},

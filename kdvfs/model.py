@@ -216,6 +216,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
+        from kdvfs.occupancy import SM_COUNT, direct_convolution, sm_fractions, thread_occupancies
         from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
         fl, by, maths = [], [], []
@@ -230,7 +231,11 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
             maths.append(k.math or math_class(k.category, dt, None if dt else False))
         params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
                                   core_mhz=cc or None, mem_mhz=cm or None,
-                                  constant_write=[writes_constant(k.name) for k in ks])
+                                  constant_write=[writes_constant(k.name) for k in ks],
+                                  sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)),
+                                  dot_product=[direct_convolution(k.name) for k in ks],
+                                  occupancy=thread_occupancies([k.grid for k in ks], [k.block for k in ks],
+                                                               SM_COUNT.get(spec.name, 132)))
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()
@@ -291,7 +296,8 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
-                       working_set_bytes=None, constant_write=None) -> tuple[np.ndarray, np.ndarray]:
+                       working_set_bytes=None, constant_write=None, sm_fraction=None,
+                       dot_product=None, occupancy=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -308,6 +314,27 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     (``dram_fraction`` of ``working_set_bytes``, default the bytes themselves). ``constant_write`` (per kernel, optional;
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
     traffic power — its bits do not toggle on the memory bus.
+
+    Structures for small launches (session 8; each acts only where ``work_activity`` has its field, and only the
+    first is in the bundled fit: ``kdvfs.calibrate_h200.STRUCTURES``, ``validation/h200/small_kernels/``):
+
+    - ``occ_exp`` (γ) with ``occupancy`` (per kernel, the share of the card's resident-thread slots its first wave
+      fills: ``kdvfs.occupancy.thread_occupancy``; 1 where unknown): the base activity of kernels other than GEMMs
+      and attention is multiplied by ``occupancy^γ`` — the warp schedulers issue only from resident warps, and
+      sub-partitions without one are clock-gated (the zoo's graph replays at 1980 MHz: a LayerNorm over 512 rows,
+      24 % of the slots, draws 226 W, over 3136 rows 405 W). With the switch ``occ_rate_floor`` the factor is at
+      least the kernel's achieved share of its roofline, ``max(util_core, util_mem)``: a kernel that reaches its
+      roofline with fewer warps issues at full rate all the same. GEMMs and attention keep their base: they run one
+      or two large blocks per SM by design, and their activity is in the tensor pipes, which their FLOP rate counts.
+    - ``sm_floor`` with ``sm_fraction`` (per kernel, the share of the SMs with a resident block,
+      ``kdvfs.occupancy.sm_fraction``): the base scales as ``sm_floor + (1 − sm_floor) · sm_fraction``.
+    - ``rate_exp`` (γ): the base scales as ``u^γ``, ``u`` = ``max(util_core, util_mem)`` clipped to (0, 1].
+    - ``tensor_rate_exp`` (γ): a GEMM's or attention's base scales as ``util_core^γ``.
+    - ``conv_dot`` (a switch) with ``dot_product`` (``kdvfs.occupancy.direct_convolution``): a direct convolution's
+      SIMT FLOPs take ``simt``, a GEMM's coefficient on the CUDA cores, not ``ew``.
+
+    The work terms are never scaled: FLOPs and bytes per second are already the whole chip's. Kernels without work
+    keep the category prior.
     """
     co = dict(spec.work_activity)
     flops, nbytes, t, f = (np.asarray(x, dtype=float) for x in (flops, nbytes, time_s, core_mhz))
@@ -316,11 +343,32 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     util_m = np.clip(nbytes / (spec.mem_bandwidth_gbs[-1] * 1e9 * t), 0.0, 1.2)
     keys = ["tensor16" if m == "fp8" else m for m in maths]
     if "ew" in co and categories is not None:
-        keys = ["ew" if k == "simt" and c not in ("gemm", "attention") else k for k, c in zip(keys, categories)]
+        dot = [bool(d) for d in dot_product] if dot_product is not None and co.get("conv_dot") else [False] * len(keys)
+        keys = ["ew" if k == "simt" and c not in ("gemm", "attention") and not d else k
+                for k, c, d in zip(keys, categories, dot)]
     cls = np.array([co.get(k, 1.0) for k in keys])
     if "att" in co and categories is not None:
         cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
-    uc = co.get("base", 0.0) + cls * util_c + co.get("mem", 0.0) * util_m
+    base: np.ndarray | float = co.get("base", 0.0)
+    if "sm_floor" in co and sm_fraction is not None:
+        phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
+        base = base * (co["sm_floor"] + (1.0 - co["sm_floor"]) * phi)
+    if "occ_exp" in co and occupancy is not None:
+        occ = np.clip(np.asarray(occupancy, dtype=float), 1e-6, 1.0)
+        if categories is not None:  # tensor-core kernels run few, large blocks by design: their residency is no issue rate
+            occ = np.where(np.array([c in ("gemm", "attention") for c in categories], dtype=bool), 1.0, occ)
+        scale = occ ** co["occ_exp"]
+        if co.get("occ_rate_floor"):  # a switch: a kernel at its roofline issues at full rate whatever its residency
+            scale = np.maximum(scale, np.clip(np.maximum(util_c, util_m), 0.0, 1.0))
+        base = base * scale
+    if co.get("tensor_rate_exp") and categories is not None:
+        # a GEMM's or attention's base scales with its tensor rate: tiny tiles leave resident blocks waiting
+        tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)
+        base = base * np.where(tens, np.clip(util_c, 1e-6, 1.0) ** co["tensor_rate_exp"], 1.0)
+    if co.get("rate_exp"):
+        u = np.clip(np.maximum(util_c, util_m), 1e-6, 1.0)
+        base = base * u ** co["rate_exp"]
+    uc = base + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
     if constant_write is not None:
         # the I/O energy of DRAM and of the on-chip wires is spent on bits that toggle: writing one value over and over
@@ -332,7 +380,8 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
 
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
-                     working_set_bytes=None, constant_write=None) -> KernelParams:
+                     working_set_bytes=None, constant_write=None, sm_fraction=None,
+                     dot_product=None, occupancy=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -348,6 +397,10 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         mem_mhz: memory clock at capture (default the highest).
         working_set_bytes: per kernel, the bytes one launch touches (for L2 residency; default ``nbytes``).
         constant_write: per kernel, whether it only writes a repeated value (``activity_from_work``; default none).
+        sm_fraction: per kernel, the share of the SMs its launch grid keeps busy (``kdvfs.occupancy.sm_fractions``;
+            ``activity_from_work``; default none: all busy).
+        dot_product: per kernel, whether its SIMT FLOPs are dot-product multiply-adds (``activity_from_work``).
+        occupancy: per kernel, the share of resident-thread slots its launch fills (``activity_from_work``).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -377,7 +430,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
             uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
-                                            constant_write)
+                                            constant_write, sm_fraction, dot_product, occupancy)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)

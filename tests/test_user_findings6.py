@@ -227,7 +227,7 @@ def test_analyze_on_a_card_with_a_limiter_reports_its_boundary_schedules_under_i
 
 def test_optimize_without_the_limiter_on_a_card_that_has_one_says_so(capsys):
     code, out, err = run_cli(["optimize", "--trace", "gpt3xl-torch-h200-bf16", "--slack", "1"], capsys)
-    assert code == 0 and "ideal (free switching)" in out
+    assert code == 0 and "ideal (free switching)" in " ".join(out.split())  # the console wraps long lines
     assert "h200 has a fitted power limiter" in " ".join(err.split())
     code, out, err = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--slack", "1"], capsys)
     assert code == 0 and "power limiter" not in err

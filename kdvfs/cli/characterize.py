@@ -149,7 +149,8 @@ def cmd_calibrate_h200(a) -> int:
     output = a.output or _DEFAULT_FIT_OUTPUT
     check_output_path(output, "fit output", make_parents=True)  # before the fit, not after it
     _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit")
-    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd)
+    doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd,
+                       **({"structure": a.structure} if a.structure is not None else {}))
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:  # whole or not at all: a fit cut short would break the h200 preset
@@ -275,7 +276,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
-                         "validation/h200/characterization/characterization.json.gz and characterization2 … 6.json.gz)")
+                         "validation/h200/characterization/characterization.json.gz, characterization2 … 6 and 8.json.gz)")
     sp.add_argument("-o", "--output",
                     help=f"file to write (default: {_DEFAULT_FIT_OUTPUT}; with --check, the check's report, written only "
                          "if given); an existing file is replaced only if it is a result of the same kind")
@@ -283,6 +284,14 @@ def register(sub, j) -> None:
     sp.add_argument("--check", metavar="FIT",
                     help="fit nothing: predict the --data files with this stored fit (e.g. "
                          "validation/h200/characterization/fit.json) and report each kernel against the targets")
+    # the names of kdvfs.calibrate_h200.STRUCTURES (not imported here: the CLI starts without the fit's imports)
+    sp.add_argument("--structure",
+                    help="the model structure fitted: components of kdvfs.calibrate_h200.STRUCTURES joined by '+' "
+                         "(default: the bundled model's, kdvfs.calibrate_h200.DEFAULT_STRUCTURE; none: the session-7 "
+                         "model's). warp-occupancy fits occ_exp, the base activity scaling with the share of "
+                         "resident-thread slots a launch fills; occupancy-rate-floor keeps a kernel's base at its "
+                         "achieved share of its roofline at least; sm-occupancy, issue-rate, tensor-rate and conv-dot "
+                         "were tried and not kept (validation/h200/fidelity/README.md, session 8)")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 
