@@ -58,6 +58,10 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
+    if prof is None:  # built from the kernel model of spec, from this trace's times
+        from kdvfs.cli.common import note_other_card
+
+        note_other_card(t, spec)
     sw = SwitchModel.from_latency(a.switch_latency) if a.switch_latency is not None else None
     judge = _LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
     with stage_progress(err, "analyze") as prog:
@@ -156,6 +160,9 @@ def cmd_results(a) -> int:
     from kdvfs.results import render_results
 
     root = Path(a.root)
+    if not (root / "validation").is_dir():  # else it wrote the prose with no numbers, and --check blamed the file
+        raise InputError(f"--root {str(root)!r} has no validation/ folder, so there are no results to write: run from "
+                         "the repository checkout or give --root PATH_TO_CHECKOUT")
     text = render_results(root)
     target = Path(a.output) if a.output else root / "docs" / "results.md"
     if a.check:
