@@ -57,7 +57,8 @@ def write_atomic(path: str | Path, data: bytes, what: str = "output", make_paren
 # Options that name a file a verb reads, and options that name a file it writes, by argparse destination. An output
 # that is one of the inputs would replace a measurement or a recorded trace with the result (`trace import X -o X`,
 # `profile build --trace T -o T`, `simulate --timeline SCHEDULE` all did, with exit 0).
-INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "data", "files", "fit", "replay",
+# (calibrate-h200's --data and --check, and validate-steps' folder, have their own checks with their own messages.)
+INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "files", "fit", "replay",
                "characterization", "evidence", "work_from", "measured_collectives")
 OUTPUT_DESTS = ("output", "png", "plot", "timeline", "scaling_png", "md")
 # What matplotlib writes (a figure path with another suffix failed with a traceback after the work was done).
@@ -90,7 +91,8 @@ def refuse_outputs_over_inputs(args: object) -> None:
         if not isinstance(v, (str, Path)) or not str(v):
             continue
         o = Path(v)
-        if d in FIGURE_DESTS and o.suffix and o.suffix.lower() not in FIGURE_SUFFIXES:
+        # (an existing file given as a figure is left to the checks below and the verb's own, which name the input)
+        if d in FIGURE_DESTS and o.suffix and o.suffix.lower() not in FIGURE_SUFFIXES and not o.is_file():
             raise InputError(f"{_option(d)} {str(o)!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
                              f"{o.suffix!r}; give e.g. {_option(d)} {str(o.with_suffix('.png'))!r}")
         for di, i in ins:
