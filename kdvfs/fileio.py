@@ -66,6 +66,11 @@ FIGURE_DESTS = ("png", "plot", "scaling_png")
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 
 
+# Outputs that are folders (the verb writes several files into them): a file there failed only after the work, with
+# "File exists (…); check the paths and free memory/disk".
+FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out"), ("profile", "out")}
+
+
 def _option(dest: str) -> str:
     return "-o" if dest == "output" else "--" + dest.replace("_", "-")
 
@@ -86,6 +91,12 @@ def refuse_outputs_over_inputs(args: object) -> None:
         for x in v if isinstance(v, (list, tuple)) else [v]:
             if isinstance(x, (str, Path)) and str(x):
                 ins.append((d, Path(x)))
+    for d in ("output", "out"):
+        v = getattr(args, d, None)
+        if (getattr(args, "cmd", None), d) in FOLDER_OUTPUTS and isinstance(v, (str, Path)) and Path(v).exists() \
+                and not Path(v).is_dir():
+            raise InputError(f"{_option(d)} {str(v)!r} is a file, but this command writes a folder of results there; "
+                             "give a folder path (it is created if missing)")
     for d in OUTPUT_DESTS:
         v = getattr(args, d, None)
         if not isinstance(v, (str, Path)) or not str(v):

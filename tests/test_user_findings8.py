@@ -144,3 +144,18 @@ def test_results_outside_a_checkout_is_refused(tmp_path, capsys):
     one_error_line(*run_cli(["results", "--root", str(tmp_path)], capsys), "no validation/ folder", "--root")
     assert not (tmp_path / "docs").exists()
     one_error_line(*run_cli(["results", "--root", str(tmp_path), "--check"], capsys), "no validation/ folder")
+
+
+@pytest.mark.parametrize("argv", [
+    ["analyze", "{t}", "--gpu", "rtx3080ti", "--slack", "0", "-o", "{f}"],
+    ["reproduce", "spaan2026", "-o", "{f}"],
+    ["demo", "--out", "{f}"],
+])
+def test_a_file_where_a_results_folder_goes_is_refused_before_the_work(files, tmp_path, capsys, argv):
+    """`analyze -o FILE` worked 8 s, then said "File exists (afile); check the paths and free memory/disk"; so did
+    `reproduce -o FILE` and `demo --out FILE`. The file is left as it was."""
+    _, t = files
+    f = tmp_path / "afile"
+    f.write_text("mine")
+    one_error_line(*run_cli([a.format(t=t, f=f) for a in argv], capsys), "is a file", "folder")
+    assert f.read_text() == "mine"
