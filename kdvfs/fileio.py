@@ -68,7 +68,7 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpe
 
 # Outputs that are folders (the verb writes several files into them): a file there failed only after the work, with
 # "File exists (…); check the paths and free memory/disk".
-FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out"), ("profile", "out")}
+FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out")}  # profile calibrate checks its own
 
 
 def _option(dest: str) -> str:
