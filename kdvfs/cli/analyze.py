@@ -42,7 +42,7 @@ def load_any_trace(ref: str, step: str = "last", err=None):
 
 
 def cmd_analyze(a) -> int:
-    from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, switch_queue_note, write_report
+    from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, low_clock_note, switch_queue_note, write_report
     from kdvfs.gpus import SwitchModel, get_gpu
 
     err = make_console(sys.stderr)
@@ -89,7 +89,7 @@ def cmd_analyze(a) -> int:
                     signed_pct(r["time_change_pct"], 2), signed_pct(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
     c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
-    for note in (coarse_boundaries_note(doc), switch_queue_note(doc)):
+    for note in (coarse_boundaries_note(doc), switch_queue_note(doc), low_clock_note(doc)):
         if note:
             c.print(note)
     if lim_rows:
