@@ -238,7 +238,7 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
             d = ev.get("dur")
             if not isinstance(d, (int, float)) or isinstance(d, bool) or d <= 0:
                 raise FormatError(
-                    f"{str(path)!r}: GPU event {ev.get('name')!r} at ts={ev.get('ts')} has duration {d!r}; durations "
+                    f"{str(path)!r}: GPU event {str(ev.get('name'))[:120]!r} at ts={ev.get('ts')} has duration {d!r}; durations "
                     "must be positive — the trace is damaged, record it again")
             nb = a.get("bytes")
             raw.gpu.append(GpuEvent(

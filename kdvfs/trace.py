@@ -38,6 +38,16 @@ FORMAT = "kdvfs-trace/1"
 MAX_INSTANCES = 5_000_000
 """Kernel instances per iteration beyond any real training step (GPT-3 XL: ~2 000); larger repeat counts are typos,
 and unrolling them would exhaust memory (every optimiser and the simulator hold per-instance arrays)."""
+# One kernel longer than an hour is a damaged duration (a Kineto `dur` of 1e15 µs was imported, and `analyze` then
+# simulated its limiter for days of wall time); the bound also keeps every simulation of a trace finite.
+MAX_KERNEL_TIME_S = 3600.0
+
+
+def _short(name: str, n: int = 120) -> str:
+    """A kernel name cut for a message (C++ template names run to thousands of characters)."""
+    return name if len(name) <= n else name[:n] + "…"
+
+
 CATEGORIES = ("gemm", "attention", "norm", "elementwise", "reduction", "copy", "optimizer", "collective", "other")
 PASSES = ("forward", "backward", "optimizer", "other")
 
@@ -83,10 +93,11 @@ class Kernel:
                 f"kernel {self.name!r}: category {self.category!r} is not one of {', '.join(CATEGORIES)}; "
                 "use 'other' for kernels that fit none"
             )
-        if not isinstance(self.time_s, (int, float)) or not math.isfinite(self.time_s) or self.time_s <= 0:
+        if (not isinstance(self.time_s, (int, float)) or not math.isfinite(self.time_s) or self.time_s <= 0
+                or self.time_s > MAX_KERNEL_TIME_S):
             raise FormatError(
-                f"kernel {self.name!r}: time_s must be a positive number of seconds, got {self.time_s!r}; "
-                "drop the kernel or give its measured duration"
+                f"kernel {_short(self.name)!r}: time_s must be a positive number of seconds up to {MAX_KERNEL_TIME_S:g} "
+                f"(one kernel of a training step), got {self.time_s!r}; drop the kernel or give its measured duration"
             )
         if self.energy_j is not None and (not isinstance(self.energy_j, (int, float)) or isinstance(self.energy_j, bool)
                                           or not math.isfinite(self.energy_j) or self.energy_j < 0):

@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        from kdvfs.fileio import refuse_outputs_over_inputs
+
+        refuse_outputs_over_inputs(a)  # every verb: an output never replaces an input, checked before any work
         return int(a.fn(a) or 0)
     except KdvfsError as e:
         print(f"kdvfs: error: {e}", file=sys.stderr)

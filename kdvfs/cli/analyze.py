@@ -42,7 +42,7 @@ def load_any_trace(ref: str, step: str = "last", err=None):
 
 
 def cmd_analyze(a) -> int:
-    from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, switch_queue_note, write_report
+    from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, low_clock_note, switch_queue_note, write_report
     from kdvfs.gpus import SwitchModel, get_gpu
 
     err = make_console(sys.stderr)
@@ -58,6 +58,10 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
+    if prof is None:  # built from the kernel model of spec, from this trace's times
+        from kdvfs.cli.common import note_other_card
+
+        note_other_card(t, spec)
     sw = SwitchModel.from_latency(a.switch_latency) if a.switch_latency is not None else None
     judge = _LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
     with stage_progress(err, "analyze") as prog:
@@ -85,7 +89,7 @@ def cmd_analyze(a) -> int:
                     signed_pct(r["time_change_pct"], 2), signed_pct(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
     c.print(f"'{IDEAL}' assumes a clock switch costs nothing. Report: {paths['report']}")
-    for note in (coarse_boundaries_note(doc), switch_queue_note(doc)):
+    for note in (coarse_boundaries_note(doc), switch_queue_note(doc), low_clock_note(doc)):
         if note:
             c.print(note)
     if lim_rows:
@@ -156,6 +160,9 @@ def cmd_results(a) -> int:
     from kdvfs.results import render_results
 
     root = Path(a.root)
+    if not (root / "validation").is_dir():  # else it wrote the prose with no numbers, and --check blamed the file
+        raise InputError(f"--root {str(root)!r} has no validation/ folder, so there are no results to write: run from "
+                         "the repository checkout or give --root PATH_TO_CHECKOUT")
     text = render_results(root)
     target = Path(a.output) if a.output else root / "docs" / "results.md"
     if a.check:

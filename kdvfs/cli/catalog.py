@@ -47,6 +47,9 @@ def cmd_profile_build(a) -> int:
 
     check_output_path(a.output, "profile output")
     t, g = load_trace(a.trace), get_gpu(a.gpu)
+    from kdvfs.cli.common import note_other_card
+
+    note_other_card(t, g)
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}

@@ -9,7 +9,7 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "load_trace", "out", "problem",
+__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "load_trace", "note_other_card", "out", "problem",
            "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 
@@ -68,6 +68,23 @@ def problem(a):
     return Problem(t, restrict_settings(prof, getattr(a, "settings", None) or "all"))
 
 
+def note_other_card(t, spec) -> bool:
+    """Say on stderr when a trace recorded on one card is modelled as another: the kernel model takes the recorded
+    kernel times as ``spec``'s own at its top clock, so the savings describe a card with the recorded card's speed and
+    ``spec``'s clocks and power, not ``spec`` itself. Returns whether it said so."""
+    import re
+    import sys
+
+    rec = getattr(t, "gpu", None)
+    if not isinstance(rec, str) or not rec or spec.name in re.sub(r"[\s_-]", "", rec.lower()):
+        return False
+    make_console(sys.stderr).print(
+        f"note: trace {t.name!r} was recorded on {rec!r}; the model takes its kernel times as {spec.name}'s "
+        f"({spec.full_name}), so these numbers are not a prediction for {spec.name}: record the step on that card, "
+        f"or give --gpu for the card it was recorded on", markup=False)
+    return True
+
+
 def default_profile(t, trace_arg: str, gpu: str | None):
     """The profile a verb uses without ``--profile``: the trace's bundled profile (its path), else — with ``gpu`` —
     one built from the kernel model (a ``Profile`` in memory); else one message naming both ways."""
@@ -85,6 +102,7 @@ def default_profile(t, trace_arg: str, gpu: str | None):
     from kdvfs.profile import build_profile
 
     spec = get_gpu(gpu)
+    note_other_card(t, spec)
     return build_profile(t, spec, default_params(t, spec))
 
 

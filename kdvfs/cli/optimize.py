@@ -316,6 +316,9 @@ def register(sub, j) -> None:
     sp.add_argument("--slack-max", type=float, default=20.0)
     sp.add_argument("--slack-step", type=float, default=1.0)
     sp.add_argument("--settings", choices=["all", "study"], default="all", help=SETTINGS_HELP)
+    # the message for a trace without a bundled profile offers --gpu, as on optimize and compare
+    sp.add_argument("--gpu", help="the card whose kernel model builds the profile when the trace has no bundled one "
+                                  "and --profile is not given (`kdvfs gpu list`)")
     sp.add_argument("-o", "--output")
     sp.add_argument("--png")
     sp.set_defaults(fn=cmd_frontier)
