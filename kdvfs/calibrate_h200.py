@@ -65,9 +65,13 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
     "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
     "occupancy-rate-floor": (("occ_rate_floor", 1.0),)}
-DEFAULT_STRUCTURE = "warp-occupancy+occupancy-rate-floor"
-"""The bundled model's structure (session 8): chosen by the zoo's held-out split on the seven default files (none:
-26 of 53 held out within both targets; warp-occupancy 37; with the rate floor 38; validation/h200/fidelity/README.md)."""
+DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
+"""The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
+fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57
+held out within both targets; warp-occupancy 33; warp-occupancy + conv-dot 36, the most of every variant tried
+(with the rate floor 35, 32 without conv-dot; validation/h200/small_kernels/variants.json,
+validation/h200/fidelity/README.md). On the seven files before the duty entries were measured again the same rule had
+chosen warp-occupancy + occupancy-rate-floor (38 of 53)."""
 
 
 def _components(structure: str) -> list[tuple[str, tuple[float, float, float, float] | float]]:
@@ -457,13 +461,14 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
 
 
 DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
-                     for i in ("", "2", "3", "4", "5", "6", "8"))
+                     for i in ("", "2", "3", "4", "5", "6", "8", "10"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
-zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the small-kernel set with launch grids (session 8).
-Not ``characterization7.json.gz`` (the held-duty set): NVML's SM clock median there (1680–1890 MHz) is lower than the
-bursts' durations imply (1790–1960 MHz), and the measuring loop idles the GPU a quarter of each period; the same
-bursts measured cleanly (validation/h200/characterization/held_probe) are within 4 % of the model. The clock the fit
-would anchor those entries at is not known. ``kdvfs calibrate-h200 --check`` reports them."""
+zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the
+small-kernel set with launch grids (session 8) and every duty entry measured again the probe's way (session 8,
+``characterization10``: its rows replace the same entries of files 4–6 in place, and add the held-duty entries; see
+``load_rows``). Not ``characterization7.json.gz`` (the held-duty set measured the old way: the measuring loop's
+energy-counter reads, ~3 ms each, idled the GPU a quarter of each period) nor ``characterization9.json.gz`` (the same
+entries in 50 ms chunks, a first try); ``kdvfs calibrate-h200 --check`` reports them."""
 
 
 def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
