@@ -190,3 +190,34 @@ def test_all_and_any_are_reductions_with_a_bool_result(op):
         w = op_work(op, [[8, 1024]], types)
         assert (w.flops, w.bytes) == (n, n * read + 1)
     assert op_work("aten::sum", [[8, 1024]], ["float"]).bytes == n * 4 + 4  # other reductions keep their width
+
+
+def test_an_ops_flops_go_to_its_compute_kernels_not_its_layout_conversions():
+    """cuDNN's convolution converts NCHW to NHWC and back around its implicit GEMM: the op's FLOPs belong to the
+    GEMM, its bytes to all three by duration (session 8's blind ResNet-50 step: the layout kernels took 40 % of the
+    convolutions' FLOPs and were priced at the cap's power, +31 % on the step). A GEMM whose template reads
+    "NoPermute" is not a data mover."""
+    from kdvfs.kernelwork import kernel_work, moves_data_only
+
+    names = ["void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>", "sm90_xmma_fprop_implicit_gemm_bf16",
+             "void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16>"]
+    assert [moves_data_only(n) for n in names] == [True, False, True]
+    assert not moves_data_only("_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmENSO_9NoPermuteE")
+    assert moves_data_only("Memset (Device)") and moves_data_only("bfloat16_copy_kernel_cuda")
+    op = {"cat": "cpu_op", "name": "aten::cudnn_convolution", "ts": 0, "dur": 10,
+          "args": {"External id": 7, "Input Dims": [[8, 64, 56, 56], [64, 64, 3, 3]],
+                   "Input type": ["c10::BFloat16", "c10::BFloat16"], "Concrete Inputs": ["", "", "[1, 1]", "[1, 1]"]}}
+    ops = {7: [op]}
+    kernels = [Kernel(n, "other" if "cudnn" in n else "gemm", t) for n, t in zip(names, (2e-5, 6e-5, 2e-5))]
+    events = [{"args": {"External id": 7}}] * 3
+    out = kernel_work(kernels, events, ops)
+    whole = op_work("aten::cudnn_convolution", op["args"]["Input Dims"], op["args"]["Input type"],
+                    concrete=op["args"]["Concrete Inputs"])
+    assert out[0].flops == 0.0 and out[2].flops == 0.0
+    assert out[1].flops == pytest.approx(whole.flops)
+    assert sum(k.bytes for k in out) == pytest.approx(whole.bytes)
+    assert out[0].bytes == pytest.approx(whole.bytes * 0.2)
+    # an op that launched only data movers keeps its work split by duration as before
+    movers = [kernels[0], kernels[2]]
+    out2 = kernel_work(movers, events[:2], ops)
+    assert sum(k.flops for k in out2) == pytest.approx(whole.flops)
