@@ -1,4 +1,4 @@
-"""A/B of the speculative λ search (``kdvfs/optimize/lamsearch.py``): cold ``switch_aware`` with ``_TREE_JOBS`` 1
+"""A/B of the speculative λ search (``kdvfs/optimize/lamsearch.py``): cold ``switch_aware`` with ``_TREE_JOBS`` (and ``_TREE_JOBS_PREDICTIVE``) 1
 (the plain bisection), 3 and 7 (two and three steps per DP), alternating, 7 rounds, CPU time:
 ``python benchmarks/lambda_tree_ab.py sync``."""
 
@@ -26,6 +26,7 @@ def main(mech: str) -> None:
     res: dict[int, list[float]] = {}
     for _ in range(7):
         for jobs in (1, 3, 7):
+            sa._TREE_JOBS_PREDICTIVE = jobs
             sa._TREE_JOBS = jobs
             pb = _cold()
             t = time.process_time()

@@ -470,6 +470,10 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
             for x, sidx in zip(part, plans):
                 x.step(sidx)
         predictive = [x for x in active if x.mechanism == "predictive"]
+        depth = _tree_depth(len(predictive), _TREE_JOBS_PREDICTIVE)
+        if depth > 1:
+            _speculate(pb, predictive, depth)
+            predictive = []
         if len(predictive) == 1:
             x = predictive[0]
             x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all))
@@ -489,10 +493,15 @@ _TREE_JOBS = 7
 cost and speculation would only add work."""
 
 
-def _tree_depth(searches: int) -> int:
-    """How many steps ahead each of ``searches`` sync/callback searches plans (1: no speculation)."""
+_TREE_JOBS_PREDICTIVE = 3
+"""The same for predictive searches (``_dp_predictive_many``)."""
+
+
+def _tree_depth(searches: int, most: int | None = None) -> int:
+    """How many steps ahead each of ``searches`` searches plans (1: no speculation)."""
     depth = 1
-    while searches and searches * (2 ** (depth + 1) - 1) <= _TREE_JOBS:
+    most = _TREE_JOBS if most is None else most
+    while searches and searches * (2 ** (depth + 1) - 1) <= most:
         depth += 1
     return depth
 
@@ -503,20 +512,30 @@ def _speculate(pb: Problem, searches: list[_Search], depth: int) -> None:
     own evaluations choose; the plans of the branches not taken are never read. The λ tried, their plans (bit-identical
     to ``_dp_many``'s) and the order they are considered in are those of one step at a time."""
     trees = [tree(x.state(), depth) for x in searches]
-    jobs, where = [], []
+    jobs, where, owners = [], [], []
     for x, nodes in zip(searches, trees):
         where.append([])
         for node in nodes:
             where[-1].append(len(jobs) if node is not None else -1)
             if node is not None:
                 jobs.append((node[1], x.sw, x.mechanism, x.costs))
-    stall_cost, own, trans = _tables(pb, searches[0].cand, jobs, True)
-    plans = dp_lazy(pb.trace.instances(), own, trans, stall_cost)
+                owners.append(x)
+    if searches[0].mechanism == "predictive":
+        ready = _dp_predictive_many(pb, searches[0].cand, [(jb[0], x.fractions()) for jb, x in zip(jobs, owners)])
+
+        def plan(j: int) -> np.ndarray:
+            return ready[j]
+    else:
+        stall_cost, own, trans = _tables(pb, searches[0].cand, jobs, True)
+        lazy = dp_lazy(pb.trace.instances(), own, trans, stall_cost)
+
+        def plan(j: int) -> np.ndarray:
+            return searches[0].cand[lazy.plan(j)]
     for x, nodes, at in zip(searches, trees, where):
         j = 0
         while j < len(nodes) and nodes[j] is not None:
             assert x.state() == nodes[j], "the walk follows the tree it planned"
-            feasible = x.step(x.cand[plans.plan(at[j])])
+            feasible = x.step(plan(at[j]))
             j = 2 * j + (2 if feasible else 1)
 
 
