@@ -19,7 +19,6 @@ from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.modes import Mechanism
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.knapsack import kernel_hulls
-from kdvfs.optimize.lamsearch import bisect_next, dp_lazy, tree
 from kdvfs.optimize.passbound import pass_member_floor
 from kdvfs.optimize.problem import Problem
 from kdvfs.prediction import Prediction, SwitchPlan
@@ -150,8 +149,17 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
     leading batch axis. Every element goes through the same numpy operations as alone (element-wise arithmetic,
     minima along rows), so each plan is bit-identical to its own ``_dp``."""
     inst = pb.trace.instances()
+    T = pb.T[:, cand]
+    E = pb.E[:, cand]
     n, S, B = len(inst), len(cand), len(jobs)
-    stall_cost, own, trans = _tables(pb, cand, jobs, False)
+    stall_cost = np.empty((B, 1))
+    own = np.empty((T.shape[0], B, S))
+    trans = np.empty((T.shape[0], B, S, S))
+    for j, (lam, sw, mechanism, costs) in enumerate(jobs):
+        stall = costs.stall_s(mechanism, sw)
+        stall_cost[j, 0] = stall * costs.idle_power_w + lam * stall
+        own[:, j] = E + lam * T
+        _transition_table(pb, cand, lam, sw, mechanism, trans[:, j])
     st: float | np.ndarray
     shape: tuple[int, ...]
     if B == 1:  # the batch axis dropped: one plan runs the 2-D loop it always did (numpy's overhead per call is less)
@@ -187,25 +195,6 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
         seq[i] = s
         s = np.where(stayed[i][rows, s], s, from_prev[i][rows, s])
     return [cand[seq[:, j]] for j in range(B)]
-
-
-def _tables(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel, str, SwitchCosts]],
-            new_first: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The DP's tables for each job: the stall's cost (B, 1), own cost E + λT (K, B, S) and the transition tables
-    (K, B, S_new, S_old), or (K, S_new, B, S_old) where ``new_first`` (``lamsearch.dp_lazy``'s layout; the same
-    values)."""
-    T = pb.T[:, cand]
-    E = pb.E[:, cand]
-    K, S, B = T.shape[0], len(cand), len(jobs)
-    stall_cost = np.empty((B, 1))
-    own = np.empty((K, B, S))
-    trans = np.empty((K, S, B, S) if new_first else (K, B, S, S))
-    for j, (lam, sw, mechanism, costs) in enumerate(jobs):
-        stall = costs.stall_s(mechanism, sw)
-        stall_cost[j, 0] = stall * costs.idle_power_w + lam * stall
-        own[:, j] = E + lam * T
-        _transition_table(pb, cand, lam, sw, mechanism, trans[:, :, j] if new_first else trans[:, j])
-    return stall_cost, own, trans
 
 
 def _backtrack(stayed: list[np.ndarray], from_prev: list[np.ndarray], s: int) -> np.ndarray:
@@ -460,20 +449,12 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
         if not active:
             break
         batched = [x for x in active if x.mechanism != "predictive"]
-        depth = _tree_depth(len(batched))
-        if depth > 1:  # few searches: each plans its next steps' λ in one DP (``lamsearch``), then walks them
-            _speculate(pb, batched, depth)
-            batched = []
         for lo in range(0, len(batched), _BATCH):
             part = batched[lo:lo + _BATCH]
             plans = _dp_many(pb, part[0].cand, [(x.lam, x.sw, x.mechanism, x.costs) for x in part])
             for x, sidx in zip(part, plans):
                 x.step(sidx)
         predictive = [x for x in active if x.mechanism == "predictive"]
-        depth = _tree_depth(len(predictive), _TREE_JOBS_PREDICTIVE)
-        if depth > 1:
-            _speculate(pb, predictive, depth)
-            predictive = []
         if len(predictive) == 1:
             x = predictive[0]
             x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all))
@@ -485,58 +466,6 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
     for x in todo:
         pb.memo(x.key, x.finish)
     return [pb.memo(x.key, x.finish) for x in searches]
-
-
-_TREE_JOBS = 7
-"""λ planned at most in one speculative DP (``_speculate``): a lone sync/callback search plans the 7 λ of its next
-3 steps together, two searches their next 2 each; with more, the batch of ``_dp_many`` already shares numpy's fixed
-cost and speculation would only add work."""
-
-
-_TREE_JOBS_PREDICTIVE = 3
-"""The same for predictive searches (``_dp_predictive_many``)."""
-
-
-def _tree_depth(searches: int, most: int | None = None) -> int:
-    """How many steps ahead each of ``searches`` searches plans (1: no speculation)."""
-    depth = 1
-    most = _TREE_JOBS if most is None else most
-    while searches and searches * (2 ** (depth + 1) - 1) <= most:
-        depth += 1
-    return depth
-
-
-def _speculate(pb: Problem, searches: list[_Search], depth: int) -> None:
-    """Up to ``depth`` bisection steps of each search from one batched DP: every λ each search can try in them
-    (``lamsearch.tree``) is planned, and each search then takes its steps as ``step`` always does, down the branch its
-    own evaluations choose; the plans of the branches not taken are never read. The λ tried, their plans (bit-identical
-    to ``_dp_many``'s) and the order they are considered in are those of one step at a time."""
-    trees = [tree(x.state(), depth) for x in searches]
-    jobs, where, owners = [], [], []
-    for x, nodes in zip(searches, trees):
-        where.append([])
-        for node in nodes:
-            where[-1].append(len(jobs) if node is not None else -1)
-            if node is not None:
-                jobs.append((node[1], x.sw, x.mechanism, x.costs))
-                owners.append(x)
-    if searches[0].mechanism == "predictive":
-        ready = _dp_predictive_many(pb, searches[0].cand, [(jb[0], x.fractions()) for jb, x in zip(jobs, owners)])
-
-        def plan(j: int) -> np.ndarray:
-            return ready[j]
-    else:
-        stall_cost, own, trans = _tables(pb, searches[0].cand, jobs, True)
-        lazy = dp_lazy(pb.trace.instances(), own, trans, stall_cost)
-
-        def plan(j: int) -> np.ndarray:
-            return searches[0].cand[lazy.plan(j)]
-    for x, nodes, at in zip(searches, trees, where):
-        j = 0
-        while j < len(nodes) and nodes[j] is not None:
-            assert x.state() == nodes[j], "the walk follows the tree it planned"
-            feasible = x.step(plan(at[j]))
-            j = 2 * j + (2 if feasible else 1)
 
 
 class _Search:
@@ -602,16 +531,20 @@ class _Search:
         assert self.frac_all is not None, "start() computes them for a predictive request"
         return self.frac_all
 
-    def state(self) -> tuple[float, float, float | None, int]:
-        """The bisection's state (lo, λ, hi, steps left), as ``lamsearch`` takes it."""
-        return self.lo, self.lam, self.hi, self.left
-
-    def step(self, sidx: np.ndarray) -> bool:
-        """Take the plan for the current λ and move λ (``lamsearch.bisect_next``: towards 0 when it keeps the bound,
-        away otherwise); whether it kept the bound."""
-        feasible = self.consider(sidx, "switch-aware (DP)") <= self.budget
-        self.lo, self.lam, self.hi, self.left = bisect_next(self.state(), feasible)
-        return feasible
+    def step(self, sidx: np.ndarray) -> None:
+        """Take the plan for the current λ and move λ: towards 0 when it keeps the bound, away otherwise."""
+        t = self.consider(sidx, "switch-aware (DP)")
+        lo, lam, hi = self.lo, self.lam, self.hi
+        if t <= self.budget:
+            hi = lam
+            lam = 0.5 * (lo + lam) if lo > 0 else lam / 4
+        else:
+            lo = lam
+            lam = lam * 4 if hi is None else 0.5 * (lam + hi)
+        self.lo, self.lam, self.hi = lo, lam, hi
+        self.left -= 1
+        if hi is not None and lo > 0 and (hi - lo) / hi < 1e-3:
+            self.left = 0
 
     def pass_tries(self) -> list[tuple[float, float, np.ndarray, str, dict]]:
         """The pass-level tries that can still win, evaluated. A try is skipped where a proven floor under its energy,
