@@ -35,6 +35,7 @@ from kdvfs.blas import single_threaded_blas
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.joint_structure import (
+    CARD_SHAPE_TERMS,
     KERNEL_LOSSES,
     apply_structure,
     band_residual,
@@ -227,15 +228,21 @@ def vector_of(spec: GpuSpec, best_price_w: float = 400.0) -> np.ndarray:
     return np.array([float(v[c[0]]) for c in CARD_PARAMS])
 
 
-def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI) -> JointResult:
+def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI,
+                    structure: str = "", emin_tol_pct: float = 25.0) -> JointResult:
     """The table method: ``kdvfs.calibrate.calibrate`` (the per-kernel targets) on the neutral card structure, as a
-    ``JointResult``; ``rows`` already passed ``check_table`` (``calibrate_spaan2026``)."""
+    ``JointResult``; ``rows`` already passed ``check_table`` (``calibrate_spaan2026``). ``structure`` (default none,
+    the bundled fit) adds card shape terms (``CARD_SHAPE_TERMS``) to the fitted card constants; ``emin_tol_pct``
+    is the loss's tolerance of each kernel's minimum energy (``FitOptions.emin_tol_pct``)."""
     from kdvfs.calibrate import FitOptions, calibrate
 
     t_start = time.perf_counter()
-    res = calibrate(table_path, trace.kernel_keys, base=table_base(base), options=FitOptions())
+    shape = structure_params(parse_structure(structure))
+    res = calibrate(table_path, trace.kernel_keys, base=table_base(base),
+                    options=FitOptions(shape=shape, emin_tol_pct=emin_tol_pct))
     return JointResult(res.spec, res.params, tuple(float(v) for v in vector_of(res.spec)), res.cost, 0,
-                       time.perf_counter() - t_start)
+                       time.perf_counter() - t_start,
+                       structure=tuple((q[0], float(getattr(res.spec, q[0]))) for q in shape))
 
 
 def check_table(rows: list[dict], spec: GpuSpec, trace) -> None:
@@ -649,9 +656,13 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     parse_drop(options.pass_drop)
     if options.kernel_loss not in KERNEL_LOSSES:
         raise InputError(f"--fit-option kernel_loss={options.kernel_loss!r} is not one of {', '.join(KERNEL_LOSSES)}")
-    if (options.structure or options.kernel_loss != "hinge" or options.pass_drop) and options.method == "table":
-        raise InputError("--fit-option structure, kernel_loss and pass_drop need --method joint: the table method has "
-                         "its own loss")
+    if (options.kernel_loss != "hinge" or options.pass_drop) and options.method == "table":
+        raise InputError("--fit-option kernel_loss and pass_drop need --method joint: the table method has its own loss")
+    pass_only = [t for t in parse_structure(options.structure) if t not in CARD_SHAPE_TERMS]
+    if pass_only and options.method == "table":
+        raise InputError(f"--fit-option structure={options.structure}: {', '.join(pass_only)} act on the pass-level "
+                         f"sweep, which the table method does not fit; with --method table give only "
+                         f"{', '.join(CARD_SHAPE_TERMS)}, or add --method joint")
     if options.pass_loss not in PASS_LOSSES:
         raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
     if options.pass_terms and options.method == "table":
@@ -660,7 +671,7 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         started()
     with single_threaded_blas():
         if options.method == "table":
-            res = calibrate_table(rows, trace, table, RTX3080TI)
+            res = calibrate_table(rows, trace, table, RTX3080TI, options.structure, options.emin_tol_pct)
         else:
             res = calibrate_joint(rows, sw, trace, RTX3080TI, options, progress)
     rep = joint_report(res, rows, sw, trace, options.loss_pass)
