@@ -42,7 +42,7 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     "leak": (("leak_w", 0.0, 150.0, 30.0),),
     "leakexp": (("leak_exponent", 1.0, 4.0, 2.0),),
     "vflow": (("vf_low_drop", 0.0, 0.6, 0.1),),
-    "slowcore": (("slow_core_mhz", 0.0, 600.0, 100.0), ("slow_exponent", 1.0, 12.0, 4.0)),
+    "slowcore": (("slow_core_mhz", 0.0, 600.0, 100.0), ("slow_exponent", 1.0, 6.0, 2.0)),
 }
 # the terms that only change the card's own fields (no pass-only quantity): the table method may fit them too
 CARD_SHAPE_TERMS = ("leak", "leakexp", "vflow", "slowcore")

@@ -136,8 +136,18 @@ def fit_part(path: Path, rows, sweep, trace, passes, rep) -> dict:
                              "table_energy_pct": round(100 * (r["e_min"] / r["e_auto"] - 1), 2),
                              "time_pct": round(float(100 * (t_at[i] / ta[i] - 1)), 2)}
                             for i, (r, jj) in enumerate(zip(rows, j))]
+    # the data's memory-bound kernels (``data_part``): is the model's minimum as cheap as their best setting, as the
+    # table says (within 1.5 points), and how slow is the model at its minimum
+    ib = np.array([st.index((r["best_core"], r["best_mem"])) for r in rows])
+    e_best = 100 * (alone.energy_j[k, ib] / ea - 1)
+    mb = [i for i, r in enumerate(rows) if r["best_core"] != AUTO and 630 <= r["best_core"] <= 1260
+          and r["best_mem"] in (9501, AUTO) and abs(r["dt_best"]) <= 2]
+    out["memory_bound"] = {
+        "minimum_at_best_within_1_5_points": int(sum(e_best[i] - 100 * (e_at[i] / ea[i] - 1) <= 1.5 for i in mb)),
+        "of": len(mb),
+        "time_at_min_pct": {"min": round(float(min(100 * (t_at[i] / ta[i] - 1) for i in mb)), 1),
+                            "max": round(float(max(100 * (t_at[i] / ta[i] - 1) for i in mb)), 1)}}
     err = np.abs(np.concatenate([mt - sweep.time_change_pct, me - sweep.energy_change_pct]))
-    cores = np.array([c for c, _ in st])
     mid = np.array([(c in (1050, 1260, 1470)) and m in (9501, AUTO) for c, m in st])
     out["mid_clock_energy_err_points"] = {  # the core 1050–1470 MHz, memory auto or 9501
         "max": round(float(np.abs(me - sweep.energy_change_pct)[:, mid].max()), 2),
@@ -148,7 +158,6 @@ def fit_part(path: Path, rows, sweep, trace, passes, rep) -> dict:
                    "leak_w": round(spec.leak_w, 2), "leak_exponent": round(spec.leak_exponent, 3),
                    "idle_power_w": round(spec.idle_power_w, 2), "boost_core_mhz": round(spec.boost_core_mhz, 1),
                    "slow_core_mhz": round(spec.slow_core_mhz, 1), "slow_exponent": round(spec.slow_exponent, 3)}
-    del cores
     return out
 
 
