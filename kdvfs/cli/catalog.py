@@ -265,7 +265,8 @@ def register(sub, j) -> None:
                          "both together (needs --out or --check) (default: table)")
     sp.add_argument("--fit-option", action="append", metavar="NAME=VALUE",
                     help="a weight or stage of the joint method (kdvfs.calibrate_joint.JointOptions, e.g. pass_weight=0.5, "
-                         "hull_weight=1, emin_tol_pct=5); repeatable (default: none)")
+                         "hull_weight=1, emin_tol_pct=5); the table method takes only structure= (leak, leakexp, vflow, "
+                         "slowcore) and emin_tol_pct=, with --out or --check; repeatable (default: none)")
     sp.add_argument("--loss-pass", choices=["forward", "backward"], default="backward",
                     help="which pass the loss kernels belong to in the pass-level sweep (default: backward, llm.c's)")
     sp.set_defaults(fn=cmd_profile_calibrate)
