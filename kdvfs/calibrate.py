@@ -26,6 +26,7 @@ from scipy.sparse import csr_matrix, lil_matrix, vstack
 
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
+from kdvfs.joint_structure import apply_structure
 from kdvfs.model import KernelParams, evaluate
 
 __all__ = ["STUDY_CORES", "STUDY_MEMS", "study_settings", "FitOptions", "CALIBRATION_REVISION", "CalibrationResult", "calibrate", "fitted_profile", "read_table",
@@ -104,6 +105,9 @@ class FitOptions:
             residual is how much cheaper (in % of the kernel's auto energy) the model makes another setting. λ is
             profiled after the joint stage (the value that fits best, on a grid) and held while kernels are refitted
             one at a time; the residual enters that stage only.
+        shape: card shape terms fitted with the 14 card constants (``kdvfs.joint_structure.CARD_SHAPE_TERMS``'
+            parameters: name, lower, upper, start; empty: none, the bundled fit): static power that follows the core
+            voltage, the voltage below the knee, the low-clock time form.
     """
 
     pool: float = 0.0
@@ -113,9 +117,12 @@ class FitOptions:
     bound_mem_9251: bool = False
     boost_min_mhz: float = 1900.0
     hull_weight: float = 0.0
+    shape: tuple[tuple[str, float, float, float], ...] = ()
 
     def card_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lo, hi, x0 = _CARD_LO.copy(), _CARD_HI.copy(), _CARD_X0.copy()
+        if self.shape:
+            lo, hi, x0 = (np.concatenate([v, [q[j] for q in self.shape]]) for v, j in ((lo, 1), (hi, 2), (x0, 3)))
         lo[0] = self.boost_min_mhz
         if self.bound_mem_9251:
             lo[8], x0[8] = SHARE_9251_PHYSICAL, 0.97
@@ -198,6 +205,7 @@ def calibrate(table_path: str | Path, keys: tuple[str, ...], base: GpuSpec = RTX
 def _calibrate(table_path, keys, base, max_nfev, restarts, options) -> CalibrationResult:
     pool, emin_time_weight, bw = options.pool, options.emin_time_weight, options.best_weight
     card_lo, card_hi, card_x0 = options.card_bounds()
+    nc = len(card_lo)  # the 14 card constants, then the shape terms' (``FitOptions.shape``)
     rows = read_table(table_path)
     n = len(rows)
     tgt = {k: np.array([r[k] for r in rows]) for k in ("t_auto", "e_auto", "dt_best", "de_best", "t_min", "t_max", "e_min", "e_max")}
@@ -227,16 +235,18 @@ def _calibrate(table_path, keys, base, max_nfev, restarts, options) -> Calibrati
     x0 = np.concatenate([(card_x0 - card_lo) / (card_hi - card_lo), x_k.ravel()])
 
     def unpack(x):
-        xc = card_lo + np.clip(x[:_NC], 0, 1) * (card_hi - card_lo)
+        xc = card_lo + np.clip(x[:nc], 0, 1) * (card_hi - card_lo)
         spec = card_from_vector(base, xc)
-        xk = x[_NC:].reshape(n, 5)
+        if options.shape:
+            spec = apply_structure(spec, {q[0]: float(v) for q, v in zip(options.shape, xc[_NC:])})
+        xk = x[nc:].reshape(n, 5)
         p = KernelParams(keys, np.exp(xk[:, 0]), np.exp(xk[:, 1]), np.exp(xk[:, 2]), np.exp(xk[:, 3]), np.exp(xk[:, 4]), "fitted")
         return spec, p
 
     def resid(x, spec_fixed=None, sub=None, mu=None, best_scale=1.0):
         if spec_fixed is None:
             spec, p = unpack(x)
-            xk_now = x[_NC:].reshape(n, 5)
+            xk_now = x[nc:].reshape(n, 5)
         else:
             spec = spec_fixed
             xk = x.reshape(-1, 5)
@@ -276,27 +286,27 @@ def _calibrate(table_path, keys, base, max_nfev, restarts, options) -> Calibrati
     lam_fixed = [0.0]
     rep = np.array([r["repeat"] for r in rows], dtype=float)
     nres = 9 * n + (n if emin_time_weight > 0 else 0) + (5 * n if pool > 0 else 0)
-    sp = lil_matrix((nres, _NC + 5 * n), dtype=int)
-    sp[:, :_NC] = 1
+    sp = lil_matrix((nres, nc + 5 * n), dtype=int)
+    sp[:, :nc] = 1
     for j in range(9):
         for i in range(n):
-            sp[j * n + i, _NC + 5 * i: _NC + 5 * i + 5] = 1
+            sp[j * n + i, nc + 5 * i: nc + 5 * i + 5] = 1
     if emin_time_weight > 0:
         for i in range(n):
-            sp[9 * n + i, _NC + 5 * i: _NC + 5 * i + 5] = 1
+            sp[9 * n + i, nc + 5 * i: nc + 5 * i + 5] = 1
     off = 9 * n + (n if emin_time_weight > 0 else 0)
     if pool > 0:
         for members in groups.values():
             for i in members:
                 for m in members:
-                    sp[off + 5 * i: off + 5 * i + 5, _NC + 5 * m: _NC + 5 * m + 5] = 1
-    lo = np.concatenate([np.zeros(_NC), np.full(5 * n, -np.inf)])
-    hi = np.concatenate([np.ones(_NC), np.full(5 * n, np.inf)])
+                    sp[off + 5 * i: off + 5 * i + 5, nc + 5 * m: nc + 5 * m + 5] = 1
+    lo = np.concatenate([np.zeros(nc), np.full(5 * n, -np.inf)])
+    hi = np.concatenate([np.ones(nc), np.full(5 * n, np.inf)])
     # the fixed time and the memory activity are bounded to plausible ranges
     for i in range(n):
-        lo[_NC + 5 * i + 4], hi[_NC + 5 * i + 4] = np.log(0.05), np.log(3.0)
-        lo[_NC + 5 * i + 3], hi[_NC + 5 * i + 3] = np.log(0.05), np.log(3.0)
-        hi[_NC + 5 * i + 0] = np.log(tgt["t_auto"][i])
+        lo[nc + 5 * i + 4], hi[nc + 5 * i + 4] = np.log(0.05), np.log(3.0)
+        lo[nc + 5 * i + 3], hi[nc + 5 * i + 3] = np.log(0.05), np.log(3.0)
+        hi[nc + 5 * i + 0] = np.log(tgt["t_auto"][i])
     x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
     if emin_time_weight > 0:
         # the aggregate target's n per-kernel terms are summed into one residual, in the residuals and in the Jacobian
@@ -324,11 +334,11 @@ def _calibrate(table_path, keys, base, max_nfev, restarts, options) -> Calibrati
         lam_fixed[0] = _best_price(_predict(spec, p, rows), tgt["e_auto"])
         log.info("price of time at which the best settings are cheapest: %.1f W", lam_fixed[0])
     # second pass: card fixed, each kernel refitted alone from several starts; keep the start that meets most targets
-    xk_all = res.x[_NC:].reshape(n, 5).copy()
+    xk_all = res.x[nc:].reshape(n, 5).copy()
     mu = group_means(xk_all)
     rng = np.random.default_rng(0)
     for i in range(n):
-        lo_i, hi_i = lo[_NC + 5 * i: _NC + 5 * i + 5], hi[_NC + 5 * i: _NC + 5 * i + 5]
+        lo_i, hi_i = lo[nc + 5 * i: nc + 5 * i + 5], hi[nc + 5 * i: nc + 5 * i + 5]
         dev = partial(shape_dev, mu=mu, sub=[i]) if pool > 0 else None
         best = (_score(spec, xk_all[i], keys[i], rows[i], dev), xk_all[i])
         for k in range(restarts * 5):

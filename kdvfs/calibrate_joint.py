@@ -225,15 +225,21 @@ def vector_of(spec: GpuSpec, best_price_w: float = 400.0) -> np.ndarray:
     return np.array([float(v[c[0]]) for c in CARD_PARAMS])
 
 
-def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI) -> JointResult:
+def calibrate_table(rows: list[dict], trace, table_path: str | Path, base: GpuSpec = RTX3080TI,
+                    structure: str = "", emin_tol_pct: float = 25.0) -> JointResult:
     """The table method: ``kdvfs.calibrate.calibrate`` (the per-kernel targets) on the neutral card structure, as a
-    ``JointResult``; ``rows`` already passed ``check_table`` (``calibrate_spaan2026``)."""
+    ``JointResult``; ``rows`` already passed ``check_table`` (``calibrate_spaan2026``). ``structure`` (default none,
+    the bundled fit) adds card shape terms (``CARD_SHAPE_TERMS``) to the fitted card constants; ``emin_tol_pct``
+    is the loss's tolerance of each kernel's minimum energy (``FitOptions.emin_tol_pct``)."""
     from kdvfs.calibrate import FitOptions, calibrate
 
     t_start = time.perf_counter()
-    res = calibrate(table_path, trace.kernel_keys, base=table_base(base), options=FitOptions())
+    shape = structure_params(parse_structure(structure))
+    res = calibrate(table_path, trace.kernel_keys, base=table_base(base),
+                    options=FitOptions(shape=shape, emin_tol_pct=emin_tol_pct))
     return JointResult(res.spec, res.params, tuple(float(v) for v in vector_of(res.spec)), res.cost, 0,
-                       time.perf_counter() - t_start)
+                       time.perf_counter() - t_start,
+                       structure=tuple((q[0], float(getattr(res.spec, q[0]))) for q in shape))
 
 
 def check_table(rows: list[dict], spec: GpuSpec, trace) -> None:

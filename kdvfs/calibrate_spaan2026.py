@@ -23,7 +23,7 @@ from kdvfs.calibrate_joint import (
 )
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
-from kdvfs.joint_structure import KERNEL_LOSSES, parse_drop, parse_structure, pass_requests
+from kdvfs.joint_structure import CARD_SHAPE_TERMS, KERNEL_LOSSES, parse_drop, parse_structure, pass_requests
 from kdvfs.model import evaluate
 from kdvfs.passcontext import parse_terms
 from kdvfs.passweep import PassSweep, pass_errors, pass_index, study_settings
@@ -126,9 +126,13 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     parse_drop(options.pass_drop)
     if options.kernel_loss not in KERNEL_LOSSES:
         raise InputError(f"--fit-option kernel_loss={options.kernel_loss!r} is not one of {', '.join(KERNEL_LOSSES)}")
-    if (options.structure or options.kernel_loss != "hinge" or options.pass_drop) and options.method == "table":
-        raise InputError("--fit-option structure, kernel_loss and pass_drop need --method joint: the table method has "
-                         "its own loss")
+    if (options.kernel_loss != "hinge" or options.pass_drop) and options.method == "table":
+        raise InputError("--fit-option kernel_loss and pass_drop need --method joint: the table method has its own loss")
+    pass_only = [t for t in parse_structure(options.structure) if t not in CARD_SHAPE_TERMS]
+    if pass_only and options.method == "table":
+        raise InputError(f"--fit-option structure={options.structure}: {', '.join(pass_only)} act on the pass-level "
+                         f"sweep, which the table method does not fit; with --method table give only "
+                         f"{', '.join(CARD_SHAPE_TERMS)}, or add --method joint")
     if options.pass_loss not in PASS_LOSSES:
         raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
     if options.pass_terms and options.method == "table":
@@ -137,7 +141,7 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         started()
     with single_threaded_blas():
         if options.method == "table":
-            res = calibrate_table(rows, trace, table, RTX3080TI)
+            res = calibrate_table(rows, trace, table, RTX3080TI, options.structure, options.emin_tol_pct)
         else:
             res = calibrate_joint(rows, sw, trace, RTX3080TI, options, progress)
     rep = joint_report(res, rows, sw, trace, options.loss_pass)

@@ -120,6 +120,13 @@ class GpuSpec:
         mem_traffic_scale: memory traffic power per memory clock, relative to ``mem_traffic_power_w`` (one factor per
             ``mem_clocks_mhz`` entry; empty: 1 at every clock): moving a byte at a lower memory clock and voltage
             costs less energy. Only the joint RTX 3080 Ti calibration sets it (``structure=memtraffic``).
+        leak_w: core static power (leakage) that follows the core voltage: the card draws
+            ``leak_w · ((V(f)/V(F))^leak_exponent − 1)`` more than ``idle_power_w`` at core clock f (F the boost
+            clock), i.e. less below the boost clock's voltage, whatever the kernel does (0: static power does not
+            depend on the core clock). Only RTX 3080 Ti calibrations with ``structure=leak`` set it.
+        leak_exponent: how leakage grows with the voltage (2: ∝ V²).
+        vf_low_drop: the voltage below the knee falls linearly from ``v_min`` at the knee to ``v_min·(1 −
+            vf_low_drop)`` at the lowest core clock (0: flat below the knee). Only ``structure=vflow`` sets it.
         switch: the clock-switch latency model.
         sources: field name → source of its number.
     """
@@ -156,6 +163,9 @@ class GpuSpec:
     quirk_core_clamp_mhz: tuple[tuple[int, int], ...] = ()
     auto_mem_bw_factor: float = 1.0
     mem_traffic_scale: tuple[float, ...] = ()
+    leak_w: float = 0.0
+    leak_exponent: float = 2.0
+    vf_low_drop: float = 0.0
     sources: tuple[tuple[str, str], ...] = field(default=())
     peak_tflops_dtype: tuple[tuple[str, float], ...] = ()
     work_activity: tuple[tuple[str, float], ...] = ()
@@ -235,11 +245,16 @@ class GpuSpec:
         return np.interp(mem_mhz, self.mem_clocks_mhz, self.mem_bandwidth_gbs)
 
     def voltage(self, core_mhz: np.ndarray) -> np.ndarray:
-        """Relative core voltage: flat below the knee, rising linearly to ``v_max`` at the highest clock."""
+        """Relative core voltage: flat below the knee (or falling by ``vf_low_drop`` to the lowest clock), rising
+        linearly (``vf_exponent`` 1) to ``v_max`` at the highest clock."""
         f = np.asarray(core_mhz, dtype=float)
         span = max(self.max_core_mhz - self.vf_knee_mhz, 1.0)
         x = np.clip((f - self.vf_knee_mhz) / span, 0.0, None)
-        return self.v_min + (self.v_max - self.v_min) * (x if self.vf_exponent == 1.0 else x ** self.vf_exponent)
+        v = self.v_min + (self.v_max - self.v_min) * (x if self.vf_exponent == 1.0 else x ** self.vf_exponent)
+        if self.vf_low_drop:  # off on every preset: the expression above stays bit-for-bit what it was
+            below = max(self.vf_knee_mhz - self.core_clocks_mhz[0], 1.0)
+            v = v - self.v_min * self.vf_low_drop * np.clip((self.vf_knee_mhz - f) / below, 0.0, None)
+        return v
 
     def smooth_p_at(self, mem_mhz: np.ndarray) -> np.ndarray | float:
         """The smooth-maximum exponent at effective memory clocks (``smooth_p`` unless ``smooth_p_mem`` says)."""
@@ -262,6 +277,12 @@ class GpuSpec:
         f = np.asarray(core_mhz, dtype=float)
         ref = self.voltage(np.array(self.boost_core_mhz)) ** 2 * self.boost_core_mhz
         return self.voltage(f) ** 2 * f / ref
+
+    def leak_delta_w(self, core_mhz: np.ndarray) -> np.ndarray:
+        """Static power at core clock f over ``idle_power_w`` (≤ 0 below the boost clock): ``leak_w · ((V(f)/V(F))^a
+        − 1)``, a the ``leak_exponent``."""
+        ref = self.voltage(np.array(self.boost_core_mhz))
+        return self.leak_w * ((self.voltage(core_mhz) / ref) ** self.leak_exponent - 1.0)
 
     def peak_flops(self, math: str | None) -> float:
         """Peak FLOP/s at the boost clock for a math class (``peak_tflops`` where the table lacks it)."""
@@ -290,6 +311,8 @@ class GpuSpec:
             "slow_core_mhz": self.slow_core_mhz, "slow_exponent": self.slow_exponent,
             "quirk_core_clamp": {str(m): c for m, c in self.quirk_core_clamp_mhz},
             "auto_mem_bw_factor": self.auto_mem_bw_factor,
+            **({"leak_w": self.leak_w, "leak_exponent": self.leak_exponent} if self.leak_w else {}),
+            **({"vf_low_drop": self.vf_low_drop} if self.vf_low_drop else {}),
             "mem_traffic_power_w": self.mem_traffic_power_w, "smooth_p": self.smooth_p,
             "peak_tflops": self.peak_tflops, "peak_tflops_dtype": dict(self.peak_tflops_dtype),
             "work_activity": dict(self.work_activity),

@@ -8,6 +8,11 @@ every setting, none on a single one:
 - ``memtraffic``: memory traffic power per memory clock (``GpuSpec.mem_traffic_scale``), 3 shares;
 - ``passcap``: the cap a kernel meets inside a pass (the pass-level sums only), 1 value;
 - ``passboost``: the top core clock inside a pass, a share of the boost clock, 1 value.
+- ``leak``: static power that follows the core voltage (``GpuSpec.leak_w``, ∝ V² unless ``leakexp`` fits the
+  exponent too), 1 value (+1);
+- ``vflow``: the voltage below the knee falls towards the lowest clock (``GpuSpec.vf_low_drop``), 1 value;
+- ``slowcore``: core time growing faster than 1/f at low clocks, ``× (1 + (f_slow/f)^k)`` (``GpuSpec.slow_core_mhz``,
+  ``slow_exponent``), 2 values.
 
 Also here: the band loss of the per-kernel targets (``kernel_loss=band``) and the diagnostic ``pass_drop``.
 """
@@ -22,7 +27,7 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.passweep import study_settings
 
-__all__ = ["BAND_SLOPE", "KERNEL_LOSSES", "STRUCTURE_TERMS", "apply_structure", "band_residual", "parse_drop", "parse_structure",
+__all__ = ["BAND_SLOPE", "CARD_SHAPE_TERMS", "KERNEL_LOSSES", "STRUCTURE_TERMS", "apply_structure", "band_residual", "parse_drop", "parse_structure",
            "pass_requests", "structure_params"]
 
 KERNEL_LOSSES = ("hinge", "band")
@@ -33,7 +38,14 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
                    ("traffic_share_low", 0.1, 1.0, 0.7)),
     "passcap": (("pass_cap_w", 330.0, 520.0, 360.0),),
     "passboost": (("pass_boost_share", 0.9, 1.0, 0.98),),
+    # session 8: the voltage/frequency and static-power shape, and the low-clock time form (``docs/model.md``)
+    "leak": (("leak_w", 0.0, 150.0, 30.0),),
+    "leakexp": (("leak_exponent", 1.0, 4.0, 2.0),),
+    "vflow": (("vf_low_drop", 0.0, 0.6, 0.1),),
+    "slowcore": (("slow_core_mhz", 0.0, 600.0, 100.0), ("slow_exponent", 1.0, 6.0, 2.0)),
 }
+# the terms that only change the card's own fields (no pass-only quantity): the table method may fit them too
+CARD_SHAPE_TERMS = ("leak", "leakexp", "vflow", "slowcore")
 
 
 def parse_structure(text: str) -> tuple[str, ...]:
@@ -83,7 +95,9 @@ def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
         s5001 = s9251 * values["traffic_share_5001"]
         low = s5001 * values["traffic_share_low"]
         spec = replace(spec, mem_traffic_scale=(low, low, s5001, s9251, 1.0))
-    return spec
+    shape = {k: float(values[k]) for k in ("leak_w", "leak_exponent", "vf_low_drop", "slow_core_mhz", "slow_exponent")
+             if k in values}
+    return replace(spec, **shape) if shape else spec
 
 
 def band_residual(e, tol):

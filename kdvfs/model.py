@@ -8,7 +8,8 @@ For a kernel with parameters (t0, tc, tm, uc, um) on a card ``spec``, at effecti
   term grow faster than 1/f below a clock, as real sweeps of some cards show.
 - power: ``P = P_idle(fm) + Pc·uc·V(fc)²fc/(V(F)²F) + Pm·um·tm/t`` — idle power with a memory-clock-proportional part,
   core dynamic power on the card's voltage curve, and memory traffic power proportional to bytes per second; with
-  the driver's auto memory clock, ``(auto_mem_extra_w + auto_mem_traffic_w·um·tm/t) · spec.auto_mem_ramp(fc)`` more.
+  the driver's auto memory clock, ``(auto_mem_extra_w + auto_mem_traffic_w·um·tm/t) · spec.auto_mem_ramp(fc)`` more;
+  with ``spec.leak_w`` (off on every preset) static power follows the core voltage, ``leak_w·((V(fc)/V(F))^a − 1)``.
 - throttling: when ``P`` at the requested clocks exceeds the cap, the core clock falls to where ``P = cap``. The driver
   holds the cap by moving between adjacent clock bins, so by default the effective clock is that time-averaged value;
   ``binned=True`` instead takes the highest supported bin under the cap (DESIGN.md's literal rule).
@@ -142,6 +143,8 @@ def _power(spec: GpuSpec, tc, tm, uc, um, fc, fm, t, extra, auto_mem=None) -> np
     traffic_w = spec.mem_traffic_power_w * um * tm / t
     if spec.mem_traffic_scale:  # energy per byte falls with the memory clock (default off: every card but a joint fit)
         traffic_w = traffic_w * np.interp(fm, spec.mem_clocks_mhz, spec.mem_traffic_scale)
+    if spec.leak_w:  # static power that follows the core voltage (default off: every preset)
+        idle = idle + spec.leak_delta_w(fc)
     return idle + spec.core_power_w * uc * spec.core_power_shape(fc) + traffic_w
 
 

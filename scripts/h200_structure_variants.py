@@ -16,7 +16,7 @@ VARIANTS = ("none", "sm-occupancy", "issue-rate", "sm-occupancy+issue-rate", "te
             "warp-occupancy", "warp-occupancy+conv-dot", "warp-occupancy+issue-rate", "warp-occupancy+sm-occupancy",
             "warp-occupancy+tensor-rate", "warp-occupancy+occupancy-rate-floor",
             "warp-occupancy+occupancy-rate-floor+conv-dot", "warp-occupancy+occupancy-rate-floor+tensor-rate")
-STEPS_FOR = ("none", "warp-occupancy", "warp-occupancy+occupancy-rate-floor")
+STEPS_FOR = ("none", "warp-occupancy", "warp-occupancy+conv-dot", "warp-occupancy+occupancy-rate-floor")
 FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/steps8")
 SESSION7_FIT = "validation/h200/fidelity/session7_fit.json"
 

@@ -135,8 +135,13 @@ def cmd_profile_calibrate(a) -> int:
                          "validation/rtx3080ti-calibration/README.md); give --out DIR or --check")
     out_dir = None if a.check else (a.out or bundled_dir())
     if a.fit_option and a.method == "table":
-        raise InputError("--fit-option sets the joint method's weights; the table method has none: add --method joint "
-                         "or drop --fit-option")
+        if any(not o.startswith(("structure=", "emin_tol_pct=")) for o in a.fit_option):
+            raise InputError("--fit-option sets the joint method's weights; the table method has none (it takes only "
+                             "structure= of leak, leakexp, vflow, slowcore and emin_tol_pct=): add --method joint or "
+                             "drop --fit-option")
+        if out_dir is not None and Path(out_dir) == bundled_dir():
+            raise InputError("--method table with --fit-option is a variant, not the bundled fit; give --out DIR or "
+                             "--check")
     if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise InputError(f"--out {str(out_dir)!r} is a file; give a folder for the profile and calibration JSON")
     opts = JointOptions(loss_pass=a.loss_pass, method=a.method, **_fit_options(a.fit_option or []))
@@ -307,7 +312,8 @@ def register(sub, j) -> None:
                          "both together (needs --out or --check) (default: table)")
     sp.add_argument("--fit-option", action="append", metavar="NAME=VALUE",
                     help="a weight or stage of the joint method (kdvfs.calibrate_joint.JointOptions, e.g. pass_weight=0.5, "
-                         "hull_weight=1, emin_tol_pct=5); repeatable (default: none)")
+                         "hull_weight=1, emin_tol_pct=5); the table method takes only structure= (leak, leakexp, vflow, "
+                         "slowcore) and emin_tol_pct=, with --out or --check; repeatable (default: none)")
     sp.add_argument("--loss-pass", choices=["forward", "backward"], default="backward",
                     help="which pass the loss kernels belong to in the pass-level sweep (default: backward, llm.c's)")
     sp.set_defaults(fn=cmd_profile_calibrate)
