@@ -33,7 +33,8 @@ def cmd_simulate(a) -> int:
     from kdvfs.identity import check_card
     from kdvfs.schedule import load_schedule
     from kdvfs.switching import SwitchCosts
-    from simulator import ParallelConfig, SimConfig, simulate, write_timeline
+    from simulator import ParallelConfig, SimConfig, write_timeline
+    from simulator.versus_auto import simulate_against_auto, unthrottled_tables
 
     for path, what in ((a.timeline, "--timeline output"), (a.scaling_png, "--scaling-png figure")):
         if path:  # before the simulation, not after it
@@ -55,7 +56,7 @@ def cmd_simulate(a) -> int:
         sw = dataclasses.replace(sw, spread=a.spread)
     cfg = SimConfig(mechanism=a.mechanism, switch=sw, costs=SwitchCosts(idle_power_w=spec.idle_power_w), seed=a.seed,
                     timeline=bool(a.timeline), governor_lag_s=a.governor_lag)
-    unthrottled = _unthrottled(pb, spec) if a.governor_lag > 0 else None
+    unthrottled = unthrottled_tables(pb, spec) if a.governor_lag > 0 else None
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
@@ -65,23 +66,11 @@ def cmd_simulate(a) -> int:
     if a.batch is not None or a.tp != 1:
         return _carried(a, pb, sched, spec, cfg)
     lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
-    lim_kw = {}
-    if lim is not None:
-        from kdvfs.limiter import limiter_params
-
-        lim_kw = {"limiter": lim, "params": limiter_params(pb.trace, spec, lim)}
-    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled, **lim_kw)
-    if lim is not None:  # against auto under the same limiter
-        from kdvfs.optimize import allocate_schedule
-
-        ra = simulate(pb.trace, pb.profile, allocate_schedule(pb, "static", auto=True), spec, cfg, pc, path=a.path,
-                      **lim_kw)
-        sched = dataclasses.replace(sched, auto={"time_s": ra.time_s, "energy_j": ra.energy_j})
-    auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
+    res = simulate_against_auto(pb, sched, spec, cfg, pc, a.path, unthrottled, lim)
+    r = res.result
     if a.timeline:
         write_timeline(r.timeline or [], a.timeline, list(pb.profile.settings))
-    doc = dict(r.to_dict(), time_change_pct=100 * (r.time_s / (auto["time_s"]) - 1) if a.gpus == 1 else None,
-               energy_change_pct=100 * (r.energy_j / auto["energy_j"] - 1) if a.gpus == 1 else None,
+    doc = dict(r.to_dict(), time_change_pct=res.time_change_pct, energy_change_pct=res.energy_change_pct,
                switch_latency_s=sw.total_s, mechanism=a.mechanism, timeline=a.timeline)
     if a.json:
         print_json(doc)
@@ -98,20 +87,6 @@ def cmd_simulate(a) -> int:
     c.print(f"iteration: {r.time_s:.6g} s, {r.energy_j:.6g} J{extra}; {r.switches} switches, "
             f"{1e3 * r.switch_time_s:.4g} ms {lost}" + (f"; timeline in {a.timeline}" if a.timeline else ""))
     return 0
-
-
-def _unthrottled(pb, spec):
-    """Time and power at the requested clocks without the cap, from the kernel model of the trace (the calibrated
-    parameters for the bundled RTX 3080 Ti trace, the category model otherwise)."""
-    import numpy as np
-
-    from kdvfs.bundled import model_params
-    from kdvfs.model import evaluate
-
-    params = model_params(pb.trace, spec)
-    st = pb.profile.settings
-    ev = evaluate(spec, params, np.array([c for c, _ in st]), np.array([m for _, m in st]), cap_w=float("inf"))
-    return ev.time_s, ev.power_w
 
 
 def _carried(a, pb, sched, spec, cfg) -> int:
