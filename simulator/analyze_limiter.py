@@ -83,7 +83,7 @@ def limiter_check_rows(judge: LimiterJudge | None, schedules: dict[str, Schedule
                      "mechanism": judge.mechanism, "time_change_pct": 100 * (r.time_s / judge.auto.time_s - 1),
                      "energy_change_pct": 100 * (r.energy_j / judge.auto.energy_j - 1), "switches": r.switches})
     planned = {r["slack_pct"]: r["planned_slack_pct"] for r in analysis_rows if "planned_slack_pct" in r}
-    for r in rows:
-        if r["slack_pct"] in planned:
-            r["planned_slack_pct"] = planned[r["slack_pct"]]
+    for row in rows:
+        if row["slack_pct"] in planned:
+            row["planned_slack_pct"] = planned[row["slack_pct"]]
     return rows
