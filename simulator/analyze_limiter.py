@@ -42,7 +42,8 @@ class LimiterJudge:
     def __init__(self, t: Trace, spec: GpuSpec, prof: Profile | None, mechanism: str, sw: SwitchModel,
                  lim: LimiterModel) -> None:
         self.t, self.spec, self.lim, self.mechanism = t, spec, lim, mechanism
-        self.prof = prof if prof is not None else build_profile(t, spec, default_params(t, spec))  # as analyze builds it
+        # the profile analyze plans on: the one given, else built as analyze builds it
+        self.prof = prof if prof is not None else build_profile(t, spec, default_params(t, spec))
         self.params = limiter_params(t, spec, lim)
         self.paid = SimConfig(mechanism=mechanism, switch=dataclasses.replace(sw, spread=0.0),
                               costs=SwitchCosts(idle_power_w=spec.idle_power_w))

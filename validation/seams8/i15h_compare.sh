@@ -38,9 +38,10 @@ outputs() {  # outputs SRC DEST
    python -m kdvfs simulate --trace gpt3xl-llmc-rtx3080ti --schedule $S/r.json > $D/sim-r.txt) 2>>"$W/commands.log"
 }
 
-outputs "$W/base" "$W/before"
-outputs "$HERE" "$W/after"
-B=$W/before A=$W/after bad=0
+# folders of equal name length: rich wraps a printed path at the same place in both
+outputs "$W/base" "$W/old"
+outputs "$HERE" "$W/new"
+B=$W/old A=$W/new bad=0
 for f in $(cd "$B" && find . -type f | sort); do
   case $f in
     */summary.json|./demo.json)  # equal once `seconds` is dropped
