@@ -24,7 +24,6 @@ from kdvfs.errors import InputError
 __all__ = ["register"]
 
 
-
 def cmd_simulate(a) -> int:
     import dataclasses
 
