@@ -4,7 +4,10 @@
 - ``fastpath`` — vectorised evaluation of the single-GPU, no-spread case; agrees with the engine.
 - ``parallel`` — data and tensor parallelism with ring all-reduce collectives and per-GPU power spread.
 - ``timeline`` — the engine's events (``TimelineEvent``) and their Chrome trace (Perfetto) output.
-- ``evaluate`` — one policy under one switch model (``kdvfs compare``, ``whatif`` and the demo use it).
+- ``evaluate`` — one policy under one switch model (``kdvfs compare``, ``whatif`` and the demo use it);
+  ``compare_rows``, the rows of ``kdvfs compare``.
+- ``demo`` — the demo's job (``run_demo``), returning what ``kdvfs demo`` prints and writes; ``analyze_limiter`` —
+  ``kdvfs analyze``'s check under the card's limiter; ``versus_auto`` — one schedule simulated against auto.
 - ``whatif`` — grids of scenarios through an executor.
 - ``limiter`` — the card's power limiter in both paths (a limiter process in simpy, the same controller in a loop).
 - ``limited_whatif`` — policies against auto under the limiter, before and after; ``stepcheck`` — measured steps

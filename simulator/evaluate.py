@@ -18,7 +18,7 @@ from kdvfs.switching import SwitchCosts
 from simulator.api import simulate
 from simulator.engine import SimConfig
 
-__all__ = ["PolicyResult", "evaluate_policy"]
+__all__ = ["COMPARE_ROWS", "PolicyResult", "compare_rows", "evaluate_policy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +55,19 @@ def evaluate_policy(pb: Problem, spec: GpuSpec, policy: str, sw: SwitchModel, me
         r = simulate(pb.trace, pb.profile, sched, spec, SimConfig(mechanism=mech, switch=sw, costs=costs), path="fast")
         t, e, n = r.time_s, r.energy_j, r.switches
     return PolicyResult(p, float(t), float(e), int(n), 100 * (t / pb.auto_time_s - 1), 100 * (e / pb.auto_energy_j - 1))
+
+
+COMPARE_ROWS = (("auto", "auto"), ("pass-level", "pass"), ("kernel ideal (free switching)", "ideal"),
+                ("kernel naive", "naive"), ("switch-aware", "switch-aware"))
+"""The rows of ``kdvfs compare``: label and policy."""
+
+
+def compare_rows(pb: Problem, spec: GpuSpec, sw: SwitchModel, mechanism: str, slack_pct: float) -> list[dict]:
+    """auto / pass-level / kernel ideal / kernel naive / switch-aware under one switch model (mean latencies): one
+    row per policy with its label, time and energy change against auto and switches (``kdvfs compare``)."""
+    rows = []
+    for label, policy in COMPARE_ROWS:
+        r = evaluate_policy(pb, spec, policy, sw, mechanism, slack_pct)
+        rows.append({"policy": label, "time_change_pct": r.time_change_pct, "energy_change_pct": r.energy_change_pct,
+                     "switches": r.switches})
+    return rows

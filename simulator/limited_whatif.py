@@ -25,7 +25,8 @@ from kdvfs.switching import SwitchCosts
 from simulator.api import simulate
 from simulator.engine import SimConfig
 
-__all__ = ["LIMITED_POLICIES", "before_after", "limited_rows", "limited_scenario_row"]
+__all__ = ["COMPARE_KEYS", "LIMITED_POLICIES", "before_after", "limited_compare_rows", "limited_rows",
+           "limited_scenario_row"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,17 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
                      "time_s": r.time_s, "energy_j": r.energy_j})
     return rows
 
+
+
+COMPARE_KEYS = ("policy", "time_change_pct", "energy_change_pct", "switches", "fell_back_to_auto")
+"""The columns of ``kdvfs compare`` under the limiter."""
+
+
+def limited_compare_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterModel, sw: SwitchModel,
+                         mechanism: str, slack_pct: float) -> list[dict]:
+    """``kdvfs compare`` under the card's power limiter: every policy of ``limited_rows`` (the isolated choices and
+    the limiter-aware ones), with the comparison's columns only."""
+    return [{k: r[k] for k in COMPARE_KEYS} for r in limited_rows(pb, spec, params, lim, sw, mechanism, slack_pct)]
 
 def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterModel,
                  mechanisms, slacks) -> dict:

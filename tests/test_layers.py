@@ -77,3 +77,73 @@ def test_record_lives_beside_the_workloads():
     lazy = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "cmd_record"
             for i in ast.walk(n) if isinstance(i, ast.ImportFrom) and i.module == "hw_backend.record"]
     assert lazy
+
+
+# ------------------------------------------------------------------------------- no library logic in the command line
+CLI = ROOT / "kdvfs" / "cli"
+POLICY_WORDS = {"auto", "pass", "ideal", "naive", "switch-aware"}
+# names whose iteration is a comparison's or the demo's job (the evaluator, the policy module, simulator.demo)
+POLICY_NAMES = {"Policy", "POLICIES", "COMPARE_ROWS", "LIMITED_POLICIES", "GENERATIONS", "demo_grid"}
+LIBRARY_CALLS = {"evaluate_policy", "policy_schedule", "limited_rows", "run_scenario", "run_scenarios"}
+
+
+def _loops(tree: ast.AST):
+    """(line, iterable) of every ``for`` loop and comprehension in ``tree``."""
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.For, ast.AsyncFor)):
+            yield n.lineno, n.iter
+        elif isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for g in n.generators:
+                yield n.lineno, g.iter
+
+
+def _policy_loop(it: ast.AST) -> bool:
+    names = {n.id for n in ast.walk(it) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(it) if isinstance(n, ast.Attribute)}
+    words = {n.value for n in ast.walk(it) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    # two policy names or more: one alone is a word like any other (`for k in ("auto", "schedule")` prints rows)
+    return bool(names & POLICY_NAMES) or len(words & POLICY_WORDS) >= 2
+
+
+def test_the_command_line_loops_over_no_policies_or_generations():
+    """A loop over policies, generations or the demo's scenarios is a comparison's job: it belongs to the evaluator
+    (``simulator.evaluate``), the policy module or ``simulator.demo``, and the verb calls it."""
+    bad = []
+    for p in sorted(CLI.glob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        tree = ast.parse(p.read_text(), rel)
+        bad += [f"{rel}:{line} loops over policies" for line, it in _loops(tree) if _policy_loop(it)]
+        bad += [f"{rel}:{n.lineno} calls {n.func.id if isinstance(n.func, ast.Name) else n.func.attr}"
+                for n in ast.walk(tree) if isinstance(n, ast.Call)
+                and (n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")) in LIBRARY_CALLS]
+        bad += [f"{rel}:{n.lineno} defines {n.name}" for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in {"compare_rows", "run_demo"}]
+    assert not bad, "move it to the library and call it from the verb: " + str(bad)
+
+
+def test_the_check_sees_a_policy_loop():
+    src = ("def f(pb):\n    for label, policy in COMPARE_ROWS:\n        pass\n"
+           "    return [g for g in ('auto', 'naive')]\n")
+    assert [line for line, it in _loops(ast.parse(src)) if _policy_loop(it)] == [2, 4]
+    for ok in ("for r in rows:\n    pass\n", "x = [res[k] for k in ('auto', 'schedule')]\n"):
+        assert not [line for line, it in _loops(ast.parse(ok)) if _policy_loop(it)]
+
+
+def _lazy_imports(path, verb: str) -> set[tuple[str, str]]:
+    tree = ast.parse(path.read_text())
+    return {(i.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == verb
+            for i in ast.walk(n) if isinstance(i, ast.ImportFrom) and i.module for a in i.names}
+
+
+def test_compare_demo_and_analyze_call_the_library():
+    """``kdvfs compare``, ``demo`` and ``analyze`` call their jobs in the simulator (imported inside the verb)."""
+    from simulator.analyze_limiter import LimiterJudge, limiter_check_rows  # noqa: F401
+    from simulator.demo import run_demo  # noqa: F401
+    from simulator.evaluate import compare_rows  # noqa: F401
+    from simulator.limited_whatif import limited_compare_rows  # noqa: F401
+
+    assert {("simulator.evaluate", "compare_rows"), ("simulator.limited_whatif", "limited_compare_rows")} <= \
+        _lazy_imports(CLI / "optimize.py", "cmd_compare")
+    assert ("simulator.demo", "run_demo") in _lazy_imports(CLI / "sim.py", "cmd_demo")
+    assert {("simulator.analyze_limiter", "LimiterJudge"), ("simulator.analyze_limiter", "limiter_check_rows")} <= \
+        _lazy_imports(CLI / "analyze.py", "cmd_analyze")

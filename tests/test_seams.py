@@ -52,7 +52,7 @@ def test_policies_share_their_schedules_and_naive_is_ideal(spaan_problem):
 
 
 def test_compare_and_whatif_are_one_evaluator(spaan_problem):
-    from kdvfs.cli.optimize import compare_rows
+    from simulator.evaluate import compare_rows
     from simulator.whatif import Scenario, run_scenario
 
     spec = get_gpu("rtx3080ti")

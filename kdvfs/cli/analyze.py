@@ -63,16 +63,14 @@ def cmd_analyze(a) -> int:
 
         note_other_card(t, spec)
     sw = SwitchModel.from_latency(a.switch_latency) if a.switch_latency is not None else None
-    judge = _LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
+    from simulator.analyze_limiter import LimiterJudge, limiter_check_rows
+
+    judge = LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
     with stage_progress(err, "analyze") as prog:
         doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
-    lim_rows = _limiter_check(judge, schedules)
-    planned = {r["slack_pct"]: r["planned_slack_pct"] for r in doc["rows"] if "planned_slack_pct" in r}
-    for r in lim_rows:
-        if r["slack_pct"] in planned:
-            r["planned_slack_pct"] = planned[r["slack_pct"]]
+    lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
     if lim_rows:
         doc["limiter_check"] = lim_rows
     folder = Path(a.output or f"kdvfs-analysis-{t.name}")
@@ -97,63 +95,6 @@ def cmd_analyze(a) -> int:
 
         c.print(limiter_caution(lim_rows, spec.name))
     return 0
-
-
-class _LimiterJudge:
-    """The card's fitted windowed power limiter, to simulate a schedule under: analyze plans each kernel throttled on
-    its own, and under the limiter auto runs faster, so a plan can exceed its slack there (``kdvfs simulate`` uses the
-    limiter by default). ``within`` is analyze's ``accept``: a boundary schedule over its slack is planned again."""
-
-    def __init__(self, t, spec, prof, mechanism, sw, lim) -> None:
-        import dataclasses
-
-        from kdvfs.gpus import SwitchModel
-        from kdvfs.limiter import limiter_params
-        from kdvfs.model import default_params
-        from kdvfs.optimize import allocate_schedule
-        from kdvfs.optimize.problem import Problem
-        from kdvfs.profile import build_profile
-        from kdvfs.switching import SwitchCosts
-        from simulator import SimConfig, simulate
-
-        self.t, self.spec, self.lim, self.mechanism, self.simulate = t, spec, lim, mechanism, simulate
-        self.prof = prof if prof is not None else build_profile(t, spec, default_params(t, spec))  # as analyze builds it
-        self.params = limiter_params(t, spec, lim)
-        self.paid = SimConfig(mechanism=mechanism, switch=dataclasses.replace(sw, spread=0.0),
-                              costs=SwitchCosts(idle_power_w=spec.idle_power_w))
-        free = SimConfig(mechanism="sync", switch=SwitchModel(0.0, 0.0), costs=SwitchCosts(0.0, 0.0, spec.idle_power_w))
-        self.auto = simulate(t, self.prof, allocate_schedule(Problem(t, self.prof), "static", auto=True), spec, free,
-                             path="fast", limiter=lim, params=self.params)
-
-    @classmethod
-    def for_card(cls, t, spec, prof, mechanism, sw):
-        from kdvfs.limiter import limiter_for
-
-        lim = limiter_for(spec)
-        return None if lim is None else cls(t, spec, prof, mechanism, sw, lim)
-
-    def run(self, schedule):
-        return self.simulate(self.t, self.prof, schedule, self.spec, self.paid, path="fast", limiter=self.lim,
-                             params=self.params)
-
-    def within(self, schedule, slack_pct: float) -> bool:
-        return 100 * (self.run(schedule).time_s / self.auto.time_s - 1) <= slack_pct + 1e-9
-
-
-def _limiter_check(judge, schedules) -> list[dict]:
-    """The boundary schedules simulated under the card's fitted power limiter against auto under it, where the card
-    has one (the H200); empty otherwise."""
-    names = sorted((n for n in schedules if n.startswith("schedule-boundary-")),
-                   key=lambda n: float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")))
-    if judge is None or not names:
-        return []
-    rows = []
-    for n in names:
-        r = judge.run(schedules[n])
-        rows.append({"schedule": n, "slack_pct": float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")),
-                     "mechanism": judge.mechanism, "time_change_pct": 100 * (r.time_s / judge.auto.time_s - 1),
-                     "energy_change_pct": 100 * (r.energy_j / judge.auto.energy_j - 1), "switches": r.switches})
-    return rows
 
 
 def cmd_results(a) -> int:

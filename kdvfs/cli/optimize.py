@@ -18,7 +18,7 @@ from kdvfs.cli.common import (
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
-__all__ = ["compare_rows", "print_table2", "register"]
+__all__ = ["print_table2", "register"]
 
 def cmd_optimize(a) -> int:
     from kdvfs.gpus import get_gpu
@@ -229,23 +229,6 @@ def cmd_reproduce(a) -> int:
     return 0
 
 
-COMPARE_ROWS = (("auto", "auto"), ("pass-level", "pass"), ("kernel ideal (free switching)", "ideal"),
-                ("kernel naive", "naive"), ("switch-aware", "switch-aware"))
-"""The rows of ``kdvfs compare``: label and policy."""
-
-
-def compare_rows(pb, spec, sw, mechanism: str, slack: float) -> list[dict]:
-    """auto / pass-level / kernel ideal / kernel naive / switch-aware under one switch model (mean latencies)."""
-    from simulator.evaluate import evaluate_policy
-
-    rows = []
-    for label, policy in COMPARE_ROWS:
-        r = evaluate_policy(pb, spec, policy, sw, mechanism, slack)
-        rows.append({"policy": label, "time_change_pct": r.time_change_pct, "energy_change_pct": r.energy_change_pct,
-                     "switches": r.switches})
-    return rows
-
-
 def cmd_compare(a) -> int:
     from kdvfs.gpus import get_gpu
     from kdvfs.identity import check_card
@@ -256,13 +239,14 @@ def cmd_compare(a) -> int:
     sw = switch_model(a, spec.name)
     lim = limiter_of(a, spec)
     if lim is None:
+        from simulator.evaluate import compare_rows
+
         rows = compare_rows(pb, spec, sw, a.mechanism, a.slack)
     else:  # under the card's power limiter: the isolated choices and the limiter-aware ones
         from kdvfs.limiter import limiter_params
-        from simulator.limited_whatif import limited_rows
+        from simulator.limited_whatif import limited_compare_rows
 
-        rows = [{k: r[k] for k in ("policy", "time_change_pct", "energy_change_pct", "switches", "fell_back_to_auto")}
-                for r in limited_rows(pb, spec, limiter_params(pb.trace, spec, lim), lim, sw, a.mechanism, a.slack)]
+        rows = limited_compare_rows(pb, spec, limiter_params(pb.trace, spec, lim), lim, sw, a.mechanism, a.slack)
     if a.json:
         print_json({"switch_latency_s": sw.total_s, "mechanism": a.mechanism, "limiter": lim is not None, "rows": rows})
         return 0

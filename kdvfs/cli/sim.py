@@ -21,10 +21,7 @@ from kdvfs.cli.common import (
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
-__all__ = ["register", "run_demo"]
-
-# Switch latencies of the generations the demo and the what-if figure mark (each preset's own switch model).
-GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IVR": "ivr"}
+__all__ = ["register"]
 
 
 def cmd_simulate(a) -> int:
@@ -35,7 +32,8 @@ def cmd_simulate(a) -> int:
     from kdvfs.identity import check_card
     from kdvfs.schedule import load_schedule
     from kdvfs.switching import SwitchCosts
-    from simulator import ParallelConfig, SimConfig, simulate, write_timeline
+    from simulator import ParallelConfig, SimConfig, write_timeline
+    from simulator.versus_auto import simulate_against_auto, unthrottled_tables
 
     for path, what in ((a.timeline, "--timeline output"), (a.scaling_png, "--scaling-png figure")):
         if path:  # before the simulation, not after it
@@ -57,7 +55,7 @@ def cmd_simulate(a) -> int:
         sw = dataclasses.replace(sw, spread=a.spread)
     cfg = SimConfig(mechanism=a.mechanism, switch=sw, costs=SwitchCosts(idle_power_w=spec.idle_power_w), seed=a.seed,
                     timeline=bool(a.timeline), governor_lag_s=a.governor_lag)
-    unthrottled = _unthrottled(pb, spec) if a.governor_lag > 0 else None
+    unthrottled = unthrottled_tables(pb, spec) if a.governor_lag > 0 else None
     pc = ParallelConfig(gpus=a.gpus, mode=a.parallel, overlap=a.overlap)
     if a.scaling:
         return _scaling(a, pb, sched, spec, cfg)
@@ -67,23 +65,11 @@ def cmd_simulate(a) -> int:
     if a.batch is not None or a.tp != 1:
         return _carried(a, pb, sched, spec, cfg)
     lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
-    lim_kw = {}
-    if lim is not None:
-        from kdvfs.limiter import limiter_params
-
-        lim_kw = {"limiter": lim, "params": limiter_params(pb.trace, spec, lim)}
-    r = simulate(pb.trace, pb.profile, sched, spec, cfg, pc, path=a.path, unthrottled=unthrottled, **lim_kw)
-    if lim is not None:  # against auto under the same limiter
-        from kdvfs.optimize import allocate_schedule
-
-        ra = simulate(pb.trace, pb.profile, allocate_schedule(pb, "static", auto=True), spec, cfg, pc, path=a.path,
-                      **lim_kw)
-        sched = dataclasses.replace(sched, auto={"time_s": ra.time_s, "energy_j": ra.energy_j})
-    auto = sched.auto or {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j}
+    res = simulate_against_auto(pb, sched, spec, cfg, pc, a.path, unthrottled, lim)
+    r = res.result
     if a.timeline:
         write_timeline(r.timeline or [], a.timeline, list(pb.profile.settings))
-    doc = dict(r.to_dict(), time_change_pct=100 * (r.time_s / (auto["time_s"]) - 1) if a.gpus == 1 else None,
-               energy_change_pct=100 * (r.energy_j / auto["energy_j"] - 1) if a.gpus == 1 else None,
+    doc = dict(r.to_dict(), time_change_pct=res.time_change_pct, energy_change_pct=res.energy_change_pct,
                switch_latency_s=sw.total_s, mechanism=a.mechanism, timeline=a.timeline)
     if a.json:
         print_json(doc)
@@ -100,20 +86,6 @@ def cmd_simulate(a) -> int:
     c.print(f"iteration: {r.time_s:.6g} s, {r.energy_j:.6g} J{extra}; {r.switches} switches, "
             f"{1e3 * r.switch_time_s:.4g} ms {lost}" + (f"; timeline in {a.timeline}" if a.timeline else ""))
     return 0
-
-
-def _unthrottled(pb, spec):
-    """Time and power at the requested clocks without the cap, from the kernel model of the trace (the calibrated
-    parameters for the bundled RTX 3080 Ti trace, the category model otherwise)."""
-    import numpy as np
-
-    from kdvfs.bundled import model_params
-    from kdvfs.model import evaluate
-
-    params = model_params(pb.trace, spec)
-    st = pb.profile.settings
-    ev = evaluate(spec, params, np.array([c for c, _ in st]), np.array([m for _, m in st]), cap_w=float("inf"))
-    return ev.time_s, ev.power_w
 
 
 def _carried(a, pb, sched, spec, cfg) -> int:
@@ -162,25 +134,33 @@ def _scaling(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
-def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
-            size=None, settings="all"):
+def _on_executor(executor_spec, console, total, label, job):
+    """``job(executor, progress)`` on the executor named by ``executor_spec``, with a progress bar of ``total``
+    scenarios on stderr; the executor is closed however the job ends."""
     from kdvfs.executor import make_executor
-    from simulator.whatif import run_grid
 
     ex = make_executor(executor_spec)
     try:
-        with progress(console, len(scenarios), label) as prog:
-            task = prog.add_task(label, total=len(scenarios))
-            rows = run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=lambda n: prog.advance(task, n),
-                            limiter=limiter, size=size, settings=settings)
+        with progress(console, total, label) as prog:
+            task = prog.add_task(label, total=total)
+            return job(ex, lambda n: prog.advance(task, n))
     finally:
         ex.close()
-    return rows
+
+
+def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
+            size=None, settings="all"):
+    from simulator.whatif import run_grid
+
+    return _on_executor(executor_spec, console, len(scenarios), label,
+                        lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
+                                                  limiter=limiter, size=size, settings=settings))
 
 
 def cmd_whatif(a) -> int:
     from kdvfs.gpus import get_gpu
     from kdvfs.plots import plot_whatif
+    from simulator.demo import generation_latencies_s
     from simulator.whatif import default_latencies, grid
 
     trace_ref = a.trace
@@ -217,8 +197,7 @@ def cmd_whatif(a) -> int:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
         png = Path(a.png or Path(a.output).with_suffix(".png"))
         try:
-            plot_whatif(rows, png, {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
-                        f"{trace_ref} on {card}")
+            plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")
         except OSError as e:
             raise InputError(f"figure {str(png)!r} could not be written ({e.strerror or e}); the results are in "
                              f"{a.output}") from None
@@ -256,73 +235,47 @@ def _default_profile_ref(a) -> str:
     return str(save_profile(found, path))
 
 
-def run_demo(out_dir: Path, executor: str = "local", console=None) -> dict:
-    """The main job on the bundled default: the study's Table 2, then what survives each generation's switch latency."""
+def cmd_demo(a) -> int:
+    """The main job on the bundled default (``simulator.demo.run_demo``): the study's Table 2, then what survives each
+    generation's switch latency; printed, and written as CSVs, figures and ``summary.json`` into the folder."""
     from kdvfs.bundled import DEFAULT_TRACE
     from kdvfs.cli.optimize import print_table2
-    from kdvfs.gpus import get_gpu
-    from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier, plot_whatif
-    from kdvfs.reproduce import reproduce_spaan2026, study_problem
-    from simulator.whatif import default_latencies, grid
+    from simulator.demo import demo_grid, generation_latencies_s, run_demo
 
-    c = console or make_console()
+    out_dir = Path(a.out)
+    c = make_console(file=open("/dev/null", "w")) if a.json else make_console()  # noqa: SIM115
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     c.print(f"[bold]kdvfs demo[/bold]: {DEFAULT_TRACE} (GPT-3 XL, llm.c, RTX 3080 Ti; Spaan et al. 2026) with the "
             "calibrated model profile")
-    rows = reproduce_spaan2026()
-    write_csv(rows, out_dir / "table2.csv")
-    print_table2(c, rows, "1. Ideal savings (free switching) beside the study's Table 2, on the study's 66 settings")
-    pb = study_problem()
-    curves = {f"kernel-level {sc}": frontier(pb, sc, 0.0, 20.0, 1.0) for sc in ("local", "global")}
-    write_csv([dict(r, scope=k) for k, v in curves.items() for r in v], out_dir / "frontier.csv")
-    plot_frontier(curves, out_dir / "frontier.png", "GPT-3 XL on RTX 3080 Ti (calibrated model)")
-    scen = []
-    for preset in GENERATIONS.values():
-        scen += grid([preset], [None], ["sync", "callback", "predictive"], ["auto", "pass", "ideal", "naive", "switch-aware"], [0.0])
-        scen += grid([preset], [None], ["sync", "predictive"], ["switch-aware"], [1.0])
-    # a latency sweep for the figure (the Hopper preset's host/transition split)
-    sweep = grid(["h200"], default_latencies(13), ["sync", "predictive"], ["auto", "pass", "ideal", "naive", "switch-aware"], [0.0])
-    allrows = _whatif(DEFAULT_TRACE, DEFAULT_TRACE, "rtx3080ti", scen + sweep, executor, c, "simulating switch latencies")
-    wrows, srows = allrows[: len(scen)], allrows[len(scen):]
-    gen_of = {p: g for g, p in GENERATIONS.items()}
-    for r in wrows:
-        r["generation"] = gen_of[r["gpu"]]
-    write_csv(wrows, out_dir / "whatif.csv")
-    write_csv(srows, out_dir / "latency_sweep.csv")
-    plot_whatif(srows, out_dir / "whatif.png",
-                {g: get_gpu(p).switch.total_s for g, p in GENERATIONS.items()},
+    res = _on_executor(a.executor, c, sum(map(len, demo_grid())), "simulating switch latencies", run_demo)
+    write_csv(res.table2, out_dir / "table2.csv")
+    print_table2(c, res.table2, "1. Ideal savings (free switching) beside the study's Table 2, on the study's 66 settings")
+    write_csv([dict(r, scope=k) for k, v in res.frontiers.items() for r in v], out_dir / "frontier.csv")
+    plot_frontier(res.frontiers, out_dir / "frontier.png", "GPT-3 XL on RTX 3080 Ti (calibrated model)")
+    write_csv(res.whatif, out_dir / "whatif.csv")
+    write_csv(res.latency_sweep, out_dir / "latency_sweep.csv")
+    plot_whatif(res.latency_sweep, out_dir / "whatif.png", generation_latencies_s(),
                 "GPT-3 XL on RTX 3080 Ti: saving under each generation's switch latency")
-    ideal = next(r for r in wrows if r["policy"] == "ideal")
-    trows = []
-    for gen, preset in GENERATIONS.items():
-        for mech in ("sync", "callback", "predictive"):
-            sel = {r["policy"]: r for r in wrows if r["gpu"] == preset and r["mechanism"] == mech and r["slack_pct"] == 0}
-            nv, sa = sel["naive"], sel["switch-aware"]
-            trows.append([gen, f"{1e3 * nv['switch_latency_s']:.4g}", mech,
-                          f"{signed_pct(nv['energy_change_pct'], 2)} / {signed_pct(nv['time_change_pct'], 2)}",
-                          f"{signed_pct(sa['energy_change_pct'], 2)} / {signed_pct(sa['time_change_pct'], 2)}", sa["switches"],
-                          f"{100 * sa['energy_change_pct'] / ideal['energy_change_pct']:.0f} %"])
+    trows = [[r.generation, f"{1e3 * r.switch_latency_s:.4g}", r.mechanism,
+              f"{signed_pct(r.naive_energy_change_pct, 2)} / {signed_pct(r.naive_time_change_pct, 2)}",
+              f"{signed_pct(r.aware_energy_change_pct, 2)} / {signed_pct(r.aware_time_change_pct, 2)}",
+              r.aware_switches, f"{r.kept_of_ideal_pct:.0f} %"] for r in res.survival]
     # the card's full grid, not table 1's 66 settings: its ideal (−17.05 %) differs from table 1's kernel-global row
     c.print(table(f"2. What survives the switch latency, on the card's full clock grid (kernel-level ideal (free switching): "
-                  f"{ideal['energy_change_pct']:+.2f} % energy, "
-                  f"{ideal['switches']} switches; strict waste, slack 0)",
+                  f"{res.ideal['energy_change_pct']:+.2f} % energy, "
+                  f"{res.ideal['switches']} switches; strict waste, slack 0)",
                   ["generation", "switch (ms)", "mechanism", "naive ΔE/Δt %", "switch-aware ΔE/Δt %", "switches",
                    "of ideal kept"], trows))
-    summary = {"table2": rows, "whatif": wrows, "seconds": time.perf_counter() - t0,
+    summary = {"table2": res.table2, "whatif": res.whatif, "seconds": time.perf_counter() - t0,
                "files": sorted(p.name for p in out_dir.iterdir())}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     c.print(f"figures and CSVs in {out_dir}/ (table2.csv, frontier.csv/png, whatif.csv/png, latency_sweep.csv, "
             "summary.json); "
             f"{summary['seconds']:.1f} s")
-    return summary
-
-
-def cmd_demo(a) -> int:
-    s = run_demo(Path(a.out), a.executor, make_console(file=open("/dev/null", "w")) if a.json else None)  # noqa: SIM115
     if a.json:
-        print_json(s)
+        print_json(summary)
     return 0
 
 
