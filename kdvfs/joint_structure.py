@@ -20,6 +20,7 @@ Also here: the band loss of the per-kernel targets (``kernel_loss=band``) and th
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -95,8 +96,8 @@ def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
         s5001 = s9251 * values["traffic_share_5001"]
         low = s5001 * values["traffic_share_low"]
         spec = replace(spec, mem_traffic_scale=(low, low, s5001, s9251, 1.0))
-    shape = {k: float(values[k]) for k in ("leak_w", "leak_exponent", "vf_low_drop", "slow_core_mhz", "slow_exponent")
-             if k in values}
+    shape: dict[str, Any] = {k: float(values[k]) for k in ("leak_w", "leak_exponent", "vf_low_drop", "slow_core_mhz",
+                                                            "slow_exponent") if k in values}
     return replace(spec, **shape) if shape else spec
 
 

@@ -85,7 +85,7 @@ def data_part(rows, sweep, passes, rep) -> dict:
     t_auto = np.array([r["t_auto"] for r in rows])
     e_auto = np.array([r["e_auto"] for r in rows])
     auto_w = np.array([(rep * (passes == k)) @ e_auto / ((rep * (passes == k)) @ t_auto) for k in range(2)])
-    out = {"pass_auto_power_w": {p: round(float(w), 1) for p, w in zip(PASSES, auto_w)}}
+    out: dict = {"pass_auto_power_w": {p: round(float(w), 1) for p, w in zip(PASSES, auto_w)}}
     out.update(_curves(sweep.time_change_pct, sweep.energy_change_pct, auto_w))
     mb = []
     for r in rows:
