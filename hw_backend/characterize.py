@@ -158,6 +158,44 @@ class Sampler:
             self._th.join()
 
 
+def _counter_window(be, k: ZooKernel, now: Callable[[], float], step: Callable[[], tuple[float, int]], sampler: Sampler,
+                    *, start: float, window_s: float, max_s: float) -> tuple[list[float], int, float, float, Sampler]:
+    """The measured window of one zoo entry: ``step()`` runs the next unit of work (returns the time per invocation
+    and the invocations it completed) until the energy counter steps (the window opens), then until it steps again
+    at least ``window_s`` later (it closes). Returns (times per invocation, invocations, span s, energy J, sampler)."""
+    e0 = be.energy_mj()
+    while True:
+        step()
+        e_open = be.energy_mj()
+        if e_open != e0:
+            break
+        if now() - start > max_s:
+            raise HardwareError(
+                f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
+                "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
+    t_open = now()
+    per: list[float] = []
+    iters = 0
+    last = e_open
+    with sampler as smp:
+        while True:
+            t, c = step()
+            if c:
+                per.append(t)
+            iters += c
+            smp.tick()
+            e = be.energy_mj()
+            if e != last:
+                last = e
+                t_close = now()
+                if t_close - t_open >= window_s:
+                    break
+            if now() - t_open > max_s:
+                t_close = now()
+                break
+    return per, iters, t_close - t_open, (last - e_open) / 1000.0, smp
+
+
 def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: float, threaded: bool,
                     batch_s: float = 0.02, max_s: float = 60.0) -> dict:
     """One zoo kernel alone. Batches of ~``batch_s`` are kept one ahead on the GPU (no idle gaps); the window opens
@@ -171,47 +209,22 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         t = ex.wait(ex.launch(3)) / 3
         n = max(1, min(100_000, int(batch_s / max(t, 1e-7))))
         start = ex.now_s()
-        pending = ex.launch(n)
+        pending = [ex.launch(n)]
         while ex.now_s() - start < warmup_s:
             nxt = ex.launch(n)
-            ex.wait(pending)
-            pending = nxt
-        e0 = be.energy_mj()
-        while True:
+            ex.wait(pending[0])
+            pending[0] = nxt
+
+        def step() -> tuple[float, int]:  # the next batch enqueued before the previous one is waited for
             nxt = ex.launch(n)
-            ex.wait(pending)
-            pending = nxt
-            e_open = be.energy_mj()
-            if e_open != e0:
-                break
-            if ex.now_s() - start > max_s:
-                raise HardwareError(
-                    f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
-                    "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
-        t_open = ex.now_s()
-        per: list[float] = []
-        iters = 0
-        last = e_open
-        with Sampler(be, ex.now_s, threaded=threaded) as smp:
-            while True:
-                nxt = ex.launch(n)
-                per.append(ex.wait(pending) / n)
-                pending = nxt
-                iters += n
-                smp.tick()
-                e = be.energy_mj()
-                if e != last:
-                    last = e
-                    t_close = ex.now_s()
-                    if t_close - t_open >= window_s:
-                        break
-                if ex.now_s() - t_open > max_s:
-                    t_close = ex.now_s()
-                    break
-        ex.wait(pending)
+            per_inv = ex.wait(pending[0]) / n
+            pending[0] = nxt
+            return per_inv, n
+
+        per, iters, span, energy, smp = _counter_window(be, k, ex.now_s, step, Sampler(be, ex.now_s, threaded=threaded),
+                                                        start=start, window_s=window_s, max_s=max_s)
+        ex.wait(pending[0])
         extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
-        span = t_close - t_open
-        energy = (last - e_open) / 1000.0
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
     finally:
         ex.release()
@@ -221,7 +234,7 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
 # A duty entry's burst-then-gap loop runs in chunks of this length between energy-counter reads, so the host adds no
 # time between a burst and its gap beyond the loop itself. Session 7's probes: reading NVML every few invocations
 # idled the GPU a quarter of each held period (the entries read 70–73 % busy where the same bursts are 90 %); session
-# 8 found 50 ms chunks still lost ~10 % of the span between chunks, ~5 ms per energy-counter read.
+# 8 found 50 ms chunks still lost ~10 % of the span between chunks, ~3 ms per energy-counter read.
 DUTY_CHUNK_S = 0.5
 DUTY_SAMPLE_PERIOD_S = 0.0003
 
@@ -237,39 +250,15 @@ def _measure_duty(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: 
         launched = ex.kernels_launched()
         start = ex.now_s()
         ex.run_for(warmup_s)
-        e0 = be.energy_mj()
-        while True:
-            ex.run_for(DUTY_CHUNK_S)
-            e_open = be.energy_mj()
-            if e_open != e0:
-                break
-            if ex.now_s() - start > max_s:
-                raise HardwareError(
-                    f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
-                    "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
-        t_open = ex.now_s()
-        per: list[float] = []
-        iters = 0
-        last = e_open
-        with Sampler(be, ex.now_s, threaded=threaded, period_s=DUTY_SAMPLE_PERIOD_S, clocks_only=True) as smp:
-            while True:
-                dt, n = ex.run_for(DUTY_CHUNK_S)
-                if n:
-                    per.append(dt / n)
-                iters += n
-                smp.tick()
-                e = be.energy_mj()
-                if e != last:
-                    last = e
-                    t_close = ex.now_s()
-                    if t_close - t_open >= window_s:
-                        break
-                if ex.now_s() - t_open > max_s:
-                    t_close = ex.now_s()
-                    break
+
+        def step() -> tuple[float, int]:
+            dt, c = ex.run_for(DUTY_CHUNK_S)
+            return (dt / c if c else 0.0), c
+
+        sampler = Sampler(be, ex.now_s, threaded=threaded, period_s=DUTY_SAMPLE_PERIOD_S, clocks_only=True)
+        per, iters, span, energy, smp = _counter_window(be, k, ex.now_s, step, sampler, start=start, window_s=window_s,
+                                                        max_s=max_s)
         extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
-        span = t_close - t_open
-        energy = (last - e_open) / 1000.0
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
     finally:
         ex.release()
