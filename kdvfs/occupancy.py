@@ -30,8 +30,8 @@ THREADS_PER_SM = 2048
 """Resident threads one SM holds at most (64 warps: compute capability 8.0 and 9.0, the A100, H100 and H200; CUDA
 C++ Programming Guide, "Technical Specifications per Compute Capability")."""
 
-# Streaming multiprocessors per card (vendor whitepapers / datasheets; the same table as kdvfs.scaling.SM_COUNT, kept
-# here because the model imports this module and kdvfs.scaling imports the model)
+# Streaming multiprocessors per card (vendor whitepapers / datasheets); kdvfs.scaling re-exports it. It lives here,
+# not in kdvfs.scaling, because the model imports this module and kdvfs.scaling imports the model.
 SM_COUNT = {"rtx3080ti": 80, "ivr": 80, "a100": 108, "h100": 132, "h200": 132, "b200": 148}
 
 

@@ -46,6 +46,7 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import GpuSpec
 from kdvfs.model import CATEGORY_PRIORS, KernelParams, evaluate
+from kdvfs.occupancy import SM_COUNT
 from kdvfs.profile import Profile
 from kdvfs.schedule import Schedule
 from kdvfs.trace import Kernel, Segment, Trace
@@ -56,8 +57,6 @@ __all__ = ["ASSUMED_GEMM_EFFICIENCY", "SM_COUNT", "LINK_BW_GBS", "ScaledKernel",
 
 log = logging.getLogger(__name__)
 
-# Streaming multiprocessors per card (vendor whitepapers / datasheets).
-SM_COUNT = {"rtx3080ti": 80, "ivr": 80, "a100": 108, "h100": 132, "h200": 132, "b200": 148}
 # Per-GPU link bandwidth per direction for collectives, GB/s (NVLink 4: 450; the RTX 3080 Ti has PCIe 4 x16: ~25).
 LINK_BW_GBS = {"rtx3080ti": 25.0, "ivr": 25.0, "a100": 300.0, "h100": 450.0, "h200": 450.0, "b200": 900.0}
 LINK_LATENCY_S = 5e-6
