@@ -184,7 +184,9 @@ def _dense_switches(per_t: np.ndarray, per_e: np.ndarray, neq: np.ndarray, t_ins
     t_old = Tf.take(kk)
     frac = np.divide(lag, t_old)
     np.minimum(frac, 1.0, out=frac)
-    fon = frac * on
+    # frac itself where it switches, +0.0 elsewhere (frac·on gives the same where frac is finite, but NaN where a
+    # zero-time entry meets a zero lag, 0/0, at a boundary that does not switch; the sparse walk never computes it)
+    fon = np.where(neq, frac, 0.0)
     buf = np.subtract(t_old, t_inst[1:])
     buf *= fon
     np.add(buf, np.multiply(on, stall, out=per_t[1:]), out=per_t[1:])  # stall + frac·(t_old − t_new)

@@ -77,3 +77,18 @@ def test_dense_path_on_the_bundled_dense_schedule(monkeypatch):
                           SwitchCosts.for_gpu(spec), e_inst=t_inst * p_inst)
     assert dense["switches"] > 0.9 * len(kernel)
     _same(dense, sparse)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning")  # the 0/0 it drops
+def test_dense_path_with_a_zero_time_entry_where_nothing_switches(monkeypatch):
+    """A kernel that takes no time at its own setting, at a boundary that does not switch, under a zero lag: its
+    0/0 share is never needed (the sparse walk does not compute it) and must not turn the dense sums into NaN."""
+    T = np.array([[0.0, 0.0], [1e-3, 2e-3]])  # noqa: N806
+    P = np.array([[100.0, 90.0], [200.0, 150.0]])  # noqa: N806
+    kernel = np.array([1, 0, 1, 0, 1, 0, 1, 0])
+    setting = np.array([0, 0, 1, 1, 0, 0, 1, 1])
+    t_inst, p_inst = T[kernel, setting], P[kernel, setting]
+    sw = SwitchModel(1e-4, 0.0)
+    dense, sparse = _both(monkeypatch, t_inst, p_inst, setting, T, P, kernel, sw, "callback", SwitchCosts())
+    _same(dense, sparse)
+    assert np.isfinite(dense["energy_j"]) and dense["switches"] == 3
