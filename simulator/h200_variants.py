@@ -1,5 +1,5 @@
 """Issue 12, session 8: the H200 model's structure variants, each refitted on the zoo (``kdvfs calibrate-h200
---structure S``, the default seven files), compared by the zoo's held-out split (the rule that chose the bundled one),
+--structure S``, the default files: ``kdvfs.calibrate_h200.DEFAULT_DATA``), compared by the zoo's held-out split (the rule that chose the bundled one),
 and, read-only, on the recorded steps (nothing is fitted to them; steps7 and steps8 are seen).
 
 Usage: ``python -m scripts.h200_structure_variants [-o validation/h200/small_kernels/variants.json]`` (about two
