@@ -6,8 +6,10 @@ detection), ``runtime_plan`` (regions a training-loop runtime can see, boundary-
 to an answer), ``results`` (docs/results.md from validation/), ``gpus`` (GpuSpec catalog, SwitchModel), ``model`` (kernel time/power with power-cap throttling),
 ``limiter`` (the card's windowed power limiter: model, ceiling tables, steady state), ``limiter_fit`` (its dynamics
 fitted to step responses), ``profile`` (per-kernel × per-setting tables), ``work`` (each kernel's FLOPs and bytes from op shapes, names and
-grids), ``kernelwork`` (a profiler trace's kernels joined to their ops' work), ``worktable`` (that work and the rates it implies, to check by eye), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the per-kernel table and report), ``calibrate_joint`` (the RTX 3080 Ti calibration on the table and the
-pass-level sweep), ``calibrate_spaan2026`` (that calibration run: inputs, fit, report, files), ``passweep`` (the study's pass-level sweep, its 66 settings), ``blas`` (single-threaded BLAS), ``calibrate_h200``
+grids), ``kernelwork`` (a profiler trace's kernels joined to their ops' work), ``occupancy`` (a launch's share of the SMs and
+of the resident-thread slots, from its grid and block), ``worktable`` (that work and the rates it implies, to check by eye), ``fit`` (fitting sweeps, cross-validation), ``calibrate`` (the per-kernel table and report), ``calibrate_joint`` (the RTX 3080 Ti calibration on the table and the
+pass-level sweep), ``calibrate_spaan2026`` (that calibration run: inputs, fit, report, files), ``diagnosis`` (why a calibration gives up
+the table's best settings), ``vfshape`` (where the RTX 3080 Ti's energy minima lie along the core clock), ``passweep`` (the study's pass-level sweep, its 66 settings), ``blas`` (single-threaded BLAS), ``calibrate_h200``
 (the H200's constants fitted to the characterisation zoo), ``schedule`` (Schedule and its JSON), ``optimize`` (local/global/pass/EDP/switch-aware
 optimisers), ``switching`` (switch cost semantics), ``reproduce`` (the study's Table 2), ``executor`` (local/Ray),
 ``plots``, ``identity`` (which trace a profile, schedule or sweep belongs to: name +

@@ -41,6 +41,8 @@ from kdvfs.model import evaluate
 from kdvfs.passweep import PASSES, STUDY_CORES, STUDY_MEMS, pass_index, read_pass_sweep, study_settings
 from kdvfs.trace import load_trace
 
+__all__ = ["KNEE_SHARE", "LINE_CORES", "data_part", "fit_part", "main"]
+
 LINE_CORES = (420, 630, 840, 1050, 1260)  # the straight part of the pass power (voltage flat)
 KNEE_SHARE = 0.03  # share of the auto power above the line that marks the voltage's rise
 

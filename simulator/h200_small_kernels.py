@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["CLASSES", "FAMILY_STEPS", "FOLDERS", "GROUPS", "class_table", "main", "split_excess", "step_rows"]
+
 FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/steps8")
 CLASSES = ("few SMs (< 1/4 of the SMs)", "part of the SMs (1/4 … 1)", "full grid, short (< 10 µs)",
            "full grid, low rate (< 25 % of peak)", "full grid, GEMM/attention", "full grid, other", "no grid")

@@ -12,6 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
+__all__ = ["FOLDERS", "SESSION7_FIT", "STEPS_FOR", "VARIANTS", "main"]
+
 VARIANTS = ("none", "sm-occupancy", "issue-rate", "sm-occupancy+issue-rate", "tensor-rate", "conv-dot",
             "warp-occupancy", "warp-occupancy+conv-dot", "warp-occupancy+issue-rate", "warp-occupancy+sm-occupancy",
             "warp-occupancy+tensor-rate", "warp-occupancy+occupancy-rate-floor",
