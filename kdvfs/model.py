@@ -318,8 +318,9 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     ``kdvfs.work.writes_constant``): a kernel that only writes one repeated value (a fill, a memset) moves no
     traffic power — its bits do not toggle on the memory bus.
 
-    Structures for small launches (session 8; each acts only where ``work_activity`` has its field, and only the
-    first is in the bundled fit: ``kdvfs.calibrate_h200.STRUCTURES``, ``validation/h200/small_kernels/``):
+    Structures for small launches (session 8; each acts only where ``work_activity`` has its field; the bundled fit
+    has ``occ_exp`` without ``occ_rate_floor``, and ``conv_dot``: ``kdvfs.calibrate_h200.STRUCTURES`` and
+    ``DEFAULT_STRUCTURE``, ``validation/h200/small_kernels/``):
 
     - ``occ_exp`` (γ) with ``occupancy`` (per kernel, the share of the card's resident-thread slots its first wave
       fills: ``kdvfs.occupancy.thread_occupancy``; 1 where unknown): the base activity of kernels other than GEMMs

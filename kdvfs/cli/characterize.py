@@ -289,9 +289,10 @@ def register(sub, j) -> None:
                     help="the model structure fitted: components of kdvfs.calibrate_h200.STRUCTURES joined by '+' "
                          "(default: the bundled model's, kdvfs.calibrate_h200.DEFAULT_STRUCTURE; none: the session-7 "
                          "model's). warp-occupancy fits occ_exp, the base activity scaling with the share of "
-                         "resident-thread slots a launch fills; occupancy-rate-floor keeps a kernel's base at its "
-                         "achieved share of its roofline at least; sm-occupancy, issue-rate, tensor-rate and conv-dot "
-                         "were tried and not kept (validation/h200/fidelity/README.md, session 8)")
+                         "resident-thread slots a launch fills; conv-dot prices direct convolutions' SIMT FLOPs as a "
+                         "GEMM's on the CUDA cores (the bundled model has both); occupancy-rate-floor keeps a kernel's "
+                         "base at its achieved share of its roofline at least; it, sm-occupancy, issue-rate and "
+                         "tensor-rate were tried and not kept (validation/h200/fidelity/README.md, session 8)")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 
