@@ -13,6 +13,11 @@ traces do not record, so the tail is not estimated (a launch of ``B`` ≥ ``sms`
 ``sm_fraction`` returns ``None`` where the grid is not known (a trace without launch grids, a zoo entry whose grid
 is not recorded and not certain); the model then takes all SMs busy (``kdvfs.model.activity_from_work``), which is
 what it did before this structure existed.
+
+``thread_occupancy`` is the finer share the bundled H200 model uses (``occ_exp``; ``sm_fraction`` is the structure
+``sm-occupancy``, tried and not kept): the first wave's share of the card's resident-thread slots, blocks × threads
+per block over ``sms × THREADS_PER_SM``. ``direct_convolution`` names the kernels the ``conv-dot`` switch prices as
+dot products (``kdvfs.calibrate_h200.STRUCTURES``).
 """
 
 from __future__ import annotations
