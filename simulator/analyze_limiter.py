@@ -25,6 +25,11 @@ from simulator.engine import SimConfig
 __all__ = ["LimiterJudge", "limiter_check_rows"]
 
 _BOUNDARY = "schedule-boundary-"
+_SLACK = "schedule-boundary-slack"  # analyze's boundary schedules are named schedule-boundary-slack<pct>.json
+
+
+def _slack_pct(name: str) -> float:
+    return float(name.removeprefix(_SLACK).removesuffix(".json"))
 
 
 class LimiterJudge:
@@ -73,14 +78,13 @@ def limiter_check_rows(judge: LimiterJudge | None, schedules: dict[str, Schedule
     """The boundary schedules simulated under the card's fitted power limiter against auto under it, where the card
     has one (the H200); empty otherwise. A row whose slack analyze planned at less (``planned_slack_pct`` in
     ``analysis_rows``) says so too."""
-    names = sorted((n for n in schedules if n.startswith(_BOUNDARY)),
-                   key=lambda n: float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")))
+    names = sorted((n for n in schedules if n.startswith(_BOUNDARY)), key=_slack_pct)
     if judge is None or not names:
         return []
     rows = []
     for n in names:
         r = judge.run(schedules[n])
-        rows.append({"schedule": n, "slack_pct": float(n.removeprefix("schedule-boundary-slack").removesuffix(".json")),
+        rows.append({"schedule": n, "slack_pct": _slack_pct(n),
                      "mechanism": judge.mechanism, "time_change_pct": 100 * (r.time_s / judge.auto.time_s - 1),
                      "energy_change_pct": 100 * (r.energy_j / judge.auto.energy_j - 1), "switches": r.switches})
     planned = {r["slack_pct"]: r["planned_slack_pct"] for r in analysis_rows if "planned_slack_pct" in r}
