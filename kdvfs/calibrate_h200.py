@@ -493,7 +493,7 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE) ->
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "106 kernels)")
+                         "114 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
