@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kdvfs.bundled import DEFAULT_TRACE
 from kdvfs.executor import Executor
 from kdvfs.gpus import get_gpu
-from kdvfs.modes import Policy
+from kdvfs.modes import Mechanism, Policy
 from kdvfs.optimize import frontier
 from kdvfs.reproduce import reproduce_spaan2026, study_problem
 from simulator.whatif import Scenario, default_latencies, grid, run_grid
@@ -27,7 +27,7 @@ GENERATIONS = {"Ampere": "rtx3080ti", "Hopper": "h200", "Blackwell": "b200", "IV
 DEMO_CARD = "rtx3080ti"
 """The card of the bundled default trace and its calibrated profile."""
 
-_MECHANISMS = ("sync", "callback", "predictive")
+_MECHANISMS = Mechanism.values()  # sync, callback, predictive: the order of the demo's rows
 
 
 def generation_latencies_s() -> dict[str, float]:
