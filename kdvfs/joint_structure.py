@@ -47,6 +47,8 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
 }
 # the terms that only change the card's own fields (no pass-only quantity): the table method may fit them too
 CARD_SHAPE_TERMS = ("leak", "leakexp", "vflow", "slowcore")
+# their GpuSpec fields (leak_w, leak_exponent, vf_low_drop, slow_core_mhz, slow_exponent), which apply_structure sets
+_CARD_SHAPE_FIELDS = tuple(f[0] for t in CARD_SHAPE_TERMS for f in STRUCTURE_TERMS[t])
 
 
 def parse_structure(text: str) -> tuple[str, ...]:
@@ -96,8 +98,7 @@ def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
         s5001 = s9251 * values["traffic_share_5001"]
         low = s5001 * values["traffic_share_low"]
         spec = replace(spec, mem_traffic_scale=(low, low, s5001, s9251, 1.0))
-    shape: dict[str, Any] = {k: float(values[k]) for k in ("leak_w", "leak_exponent", "vf_low_drop", "slow_core_mhz",
-                                                            "slow_exponent") if k in values}
+    shape: dict[str, Any] = {k: float(values[k]) for k in _CARD_SHAPE_FIELDS if k in values}
     return replace(spec, **shape) if shape else spec
 
 
