@@ -193,6 +193,9 @@ def _counter_window(be, k: ZooKernel, now: Callable[[], float], step: Callable[[
             if now() - t_open > max_s:
                 t_close = now()
                 break
+    if not iters:  # a duty chunk shorter than one burst never completes an invocation: no time to record
+        raise HardwareError(f"{k.name}: no invocation completed inside its measured window ({t_close - t_open:.2f} s); "
+                            "lengthen --window, or the entry's burst is longer than the measuring chunk")
     return per, iters, t_close - t_open, (last - e_open) / 1000.0, smp
 
 

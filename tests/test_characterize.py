@@ -230,3 +230,20 @@ def test_duty_entry_measured_the_new_way_replaces_the_old_one_in_place():
     assert len(added) == 8 and all("gap" in n for n in added)  # the held-duty entries, fittable now
     twice, *_ = load_rows([old[3], old[3]])
     assert [r["name"] for r in twice] == [r["name"] for r in load_rows([old[3]])[0]]
+
+
+def test_a_window_in_which_no_invocation_completes_gets_one_clear_message(tmp_path):
+    """An executor whose chunks complete no invocation (a burst longer than the chunk) gives no time per invocation:
+    one message naming the entry, not a statistics error."""
+    from hw_backend.zoo import held_duty_zoo
+
+    class NeverDone(FakeZoo):
+        def run_for(self, seconds):
+            self.fake.idle(seconds)
+            return seconds, 0
+
+    duty = held_duty_zoo()[:1]
+    fake = FakeNvml(get_gpu("h200"))
+    with pytest.raises(HardwareError, match="no invocation completed"):
+        characterize(NvmlBackend(fake, observe_only=True), NeverDone(fake, duty), tmp_path / "c.json", zoo=duty,
+                     window_s=0.5, warmup_s=0.1, steps=False, threaded_sampler=False, command="t")

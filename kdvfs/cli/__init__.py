@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from kdvfs.fileio import refuse_outputs_over_inputs
+        from kdvfs.cli.paths import refuse_outputs_over_inputs
 
         refuse_outputs_over_inputs(a)  # every verb: an output never replaces an input, checked before any work
         return int(a.fn(a) or 0)

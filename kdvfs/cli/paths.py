@@ -1,0 +1,72 @@
+"""The command line's check of every verb's paths before any work: an output never names one of the verb's inputs,
+a figure has a suffix matplotlib writes, a results folder is not a file. It knows the verbs' argparse destinations,
+so it lives beside them (``kdvfs/cli/__init__.py`` calls it once for every verb).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kdvfs.errors import InputError
+
+__all__ = ["refuse_outputs_over_inputs"]
+
+
+# Options that name a file a verb reads, and options that name a file it writes, by argparse destination. An output
+# that is one of the inputs would replace a measurement or a recorded trace with the result (`trace import X -o X`,
+# `profile build --trace T -o T`, `simulate --timeline SCHEDULE` all did, with exit 0).
+# (calibrate-h200's --data and --check, and validate-steps' folder, have their own checks with their own messages.)
+INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "files", "fit", "replay",
+               "characterization", "evidence", "work_from", "measured_collectives")
+OUTPUT_DESTS = ("output", "png", "plot", "timeline", "scaling_png", "md")
+# What matplotlib writes (a figure path with another suffix failed with a traceback after the work was done).
+FIGURE_DESTS = ("png", "plot", "scaling_png")
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
+
+
+# Outputs that are folders (the verb writes several files into them): a file there failed only after the work, with
+# "File exists (…); check the paths and free memory/disk".
+FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out")}  # profile calibrate checks its own
+
+
+def _option(dest: str) -> str:
+    return "-o" if dest == "output" else "--" + dest.replace("_", "-")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.is_file() and b.is_file() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_outputs_over_inputs(args: object) -> None:
+    """Refuse, before any work, an output option that names a file the same command reads, and a figure path with a
+    suffix matplotlib cannot write (``InputError`` naming both options and the fix)."""
+    ins: list[tuple[str, Path]] = []
+    for d in INPUT_DESTS:
+        v = getattr(args, d, None)
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if isinstance(x, (str, Path)) and str(x):
+                ins.append((d, Path(x)))
+    for d in ("output", "out"):
+        v = getattr(args, d, None)
+        if (getattr(args, "cmd", None), d) in FOLDER_OUTPUTS and isinstance(v, (str, Path)) and Path(v).exists() \
+                and not Path(v).is_dir():
+            raise InputError(f"{_option(d)} {str(v)!r} is a file, but this command writes a folder of results there; "
+                             "give a folder path (it is created if missing)")
+    for d in OUTPUT_DESTS:
+        v = getattr(args, d, None)
+        if not isinstance(v, (str, Path)) or not str(v):
+            continue
+        o = Path(v)
+        # (an existing file given as a figure is left to the checks below and the verb's own, which name the input)
+        if d in FIGURE_DESTS and o.suffix and o.suffix.lower() not in FIGURE_SUFFIXES and not o.is_file():
+            raise InputError(f"{_option(d)} {str(o)!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
+                             f"{o.suffix!r}; give e.g. {_option(d)} {str(o.with_suffix('.png'))!r}")
+        for di, i in ins:
+            if _same_file(o, i):
+                raise InputError(f"{_option(d)} {str(o)!r} is a file this command reads (its {di.replace('_', ' ')} "
+                                 f"input); writing there would replace it with the result: give a new file name (e.g. {_option(d)} "
+                                 f"{str(o.with_name('out-' + o.name))!r})")
