@@ -24,7 +24,6 @@ import gzip
 import json
 import logging
 import math
-import os
 import statistics
 import threading
 import time
@@ -47,6 +46,7 @@ from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported wher
     step_shape_zoo,
 )
 from kdvfs.errors import FormatError, HardwareError, InputError, ObserveOnlyError
+from kdvfs.fileio import write_atomic
 from kdvfs.work import math_class
 
 __all__ = [
@@ -213,16 +213,15 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         n = max(1, min(100_000, int(batch_s / max(t, 1e-7))))
         start = ex.now_s()
         pending = [ex.launch(n)]
-        while ex.now_s() - start < warmup_s:
-            nxt = ex.launch(n)
-            ex.wait(pending[0])
-            pending[0] = nxt
 
         def step() -> tuple[float, int]:  # the next batch enqueued before the previous one is waited for
             nxt = ex.launch(n)
             per_inv = ex.wait(pending[0]) / n
             pending[0] = nxt
             return per_inv, n
+
+        while ex.now_s() - start < warmup_s:
+            step()
 
         per, iters, span, energy, smp = _counter_window(be, k, ex.now_s, step, Sampler(be, ex.now_s, threaded=threaded),
                                                         start=start, window_s=window_s, max_s=max_s)
@@ -358,9 +357,7 @@ def _atomic_write(path: Path, doc: dict) -> None:
     data = (json.dumps(doc, indent=1) + "\n").encode()
     if path.suffix == ".gz":  # a file named .gz is gzip (mtime 0: same document, same bytes)
         data = gzip.compress(data, mtime=0)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, data, "characterisation file")
 
 
 def load_characterization(path: str | Path) -> dict:

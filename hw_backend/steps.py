@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 import re
 import statistics
 import time
@@ -24,6 +23,7 @@ import numpy as np
 
 from hw_backend.characterize import Sampler
 from kdvfs.errors import HardwareError, InputError
+from kdvfs.fileio import write_atomic
 
 __all__ = ["MODELS", "measure_steps", "parse_model"]
 
@@ -354,9 +354,7 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
             log.exception("step %s failed", name)
             row = {"model": name, "error": f"{type(e).__name__}: {e}"}
         doc["steps"] = [s for s in doc["steps"] if s["model"] != name] + [row]  # a failed try is replaced
-        tmp = path.with_name("steps.json.tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode(), "steps file")
         if "error" in row:
             say(f"{name}: FAILED {row['error']}")
         else:

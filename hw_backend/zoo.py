@@ -111,10 +111,10 @@ class ZooKernel:
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
 
 
-def _g(dt: str, m: int, n: int | None = None, k: int | None = None) -> ZooKernel:
+def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:
     n, k = n or m, k or m
     tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
-    return ZooKernel(f"gemm_{dt}_{tag}", "gemm", "gemm", dt, (m, n, k))
+    return ZooKernel(f"gemm_{dt}_{tag}" + (f"_graph{graph}" if graph else ""), "gemm", "gemm", dt, (m, n, k), graph=graph)
 
 
 def default_zoo() -> tuple[ZooKernel, ...]:
@@ -311,16 +311,11 @@ def small_zoo() -> tuple[ZooKernel, ...]:
         ZooKernel("softmax_bf16_4096x128_graph1024", r, "softmax", "bf16", (4096, 128), graph=1024),
         ZooKernel("sum_bf16_64KiB_graph2048", r, "sum", "bf16", (32768,), graph=2048),
         ZooKernel("transpose_bf16_1024x1024_graph512", "copy", "transpose", "bf16", (1024, 1024), graph=512),
-        _small_gemm(256, 256, 256, 1024), _small_gemm(512, 512, 512, 512), _small_gemm(128, 4096, 1024, 256),
+        _g("bf16", 256, graph=1024), _g("bf16", 512, graph=512), _g("bf16", 128, 4096, 1024, graph=256),
         ZooKernel("dwconv_bf16_64x96x56x56_k7_graph16", c, "dwconv", "bf16", (64, 96, 56, 56, 7), graph=16),
         ZooKernel("dwconv_bwd_bf16_64x96x56x56_k7_graph8", c, "dwconv_bwd", "bf16", (64, 96, 56, 56, 7), graph=8),
         ZooKernel("dwconv_bf16_64x384x14x14_k7_graph64", c, "dwconv", "bf16", (64, 384, 14, 14, 7), graph=64),
     )
-
-
-def _small_gemm(m: int, n: int, k: int, graph: int) -> ZooKernel:
-    tag = f"{m}" if m == n == k else f"{m}x{n}x{k}"
-    return ZooKernel(f"gemm_bf16_{tag}_graph{graph}", "gemm", "gemm", "bf16", (m, n, k), graph=graph)
 
 
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,

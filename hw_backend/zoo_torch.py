@@ -301,8 +301,8 @@ class TorchZoo:
 
     def launch_grids(self) -> list[dict]:
         """The launch configuration of each kernel one un-graphed launch of the entry's op runs (grid, block, blocks
-        per SM, the profiler's estimated occupancy), read from the profiler's Kineto trace; each row is tagged
-        Empty where the profiler gives nothing."""
+        per SM, the profiler's estimated occupancy), read from the profiler's Kineto trace; empty where the profiler
+        gives nothing."""
         import json
         import os
         import tempfile
