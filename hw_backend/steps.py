@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
-          "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2")
+          "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2",
+          "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -115,11 +116,23 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                   n_head=4 if small else 16, n_inner=512 if small else 4096, multi_query=True,
                                   vocab_size=49152, n_positions=2048, bos_token_id=0, eos_token_id=0)
         cls, batch, seq = tf.GPTBigCodeForCausalLM, (2 if small else 8), (64 if small else 1024)
-    elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2"):  # image classifiers
+    elif name == "gpt-neo-125m":  # GPT-Neo-125M's shape (global and local attention layers alternating, GELU MLP)
+        cfg = tf.GPTNeoConfig(hidden_size=128 if small else 768, num_layers=2 if small else 12,
+                              num_heads=4 if small else 12, attention_types=[[["global", "local"], 1 if small else 6]],
+                              window_size=256, vocab_size=50257, max_position_embeddings=2048)
+        cls, batch, seq = tf.GPTNeoForCausalLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "modernbert-base":  # ModernBERT-base's shape (GeGLU MLP, alternating local/global attention, rotary)
+        cfg = tf.ModernBertConfig(hidden_size=128 if small else 768, intermediate_size=256 if small else 1152,
+                                  num_hidden_layers=2 if small else 22, num_attention_heads=4 if small else 12,
+                                  vocab_size=50368, max_position_embeddings=8192, local_attention=128)
+        cls, batch, seq = tf.ModernBertForMaskedLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
+        return _whisper(torch, dev, small, batch_override)
+    elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
-    if name not in ("bloom-560m", "deberta-base"):  # BLOOM's ALiBi and DeBERTa's relative attention: no SDPA path
+    if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m"):  # ALiBi, relative, local attention: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     model, g = _built(torch, cls, cfg, dev)
@@ -161,8 +174,9 @@ def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
 
 def _vision(name: str, torch, dev: str, small: bool,
             batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
-    """ViT-B/16 (a convolution patch embedding, then a transformer), Swin-T, ResNet-50, MobileNetV2 or ConvNeXt-T (depthwise 7×7 convolutions,
-    channels-last LayerNorm, GELU MLPs) on 224×224 images, classifying into 1 000 labels."""
+    """ViT-B/16 (a convolution patch embedding, then a transformer), Swin-T, ResNet-50, MobileNetV2, EfficientNet-B0
+    or ConvNeXt-T (depthwise 7×7 convolutions, channels-last LayerNorm, GELU MLPs) on 224×224 images, classifying into
+    1 000 labels."""
     import transformers as tf
 
     if name == "vit-base":
@@ -189,6 +203,11 @@ def _vision(name: str, torch, dev: str, small: bool,
                             window_size=2 if small else 7, num_labels=1000)
         size = cfg.image_size
         cls, batch, seq = tf.SwinForImageClassification, 64, (size // 32) ** 2
+    elif name == "efficientnet-b0":  # EfficientNet-B0 (MBConv: depthwise convolutions, squeeze-excitation, SiLU)
+        cfg = tf.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=0.25 if small else 1.0, hidden_dim=1280,
+                                    image_size=32 if small else 224, num_labels=1000)
+        size = cfg.image_size
+        cls, batch, seq = tf.EfficientNetForImageClassification, 128, (size // 32) ** 2
     else:
         cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
@@ -199,6 +218,26 @@ def _vision(name: str, torch, dev: str, small: bool,
     x = torch.randn((batch, 3, size, size), device=dev, generator=g)
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
     return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
+
+
+def _whisper(torch, dev: str, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
+    """Whisper-base's shape (speech to text): 30 s of 80 mel bins (3 000 frames) through two 1-D convolutions into a
+    6-layer encoder, and a 6-layer decoder over 448 label tokens; random features and labels."""
+    import transformers as tf
+
+    cfg = tf.WhisperConfig(d_model=64 if small else 512, encoder_layers=2 if small else 6,
+                           decoder_layers=2 if small else 6, encoder_attention_heads=4 if small else 8,
+                           decoder_attention_heads=4 if small else 8, encoder_ffn_dim=128 if small else 2048,
+                           decoder_ffn_dim=128 if small else 2048, num_mel_bins=80, vocab_size=51865,
+                           max_source_positions=1500, max_target_positions=448)
+    cfg._attn_implementation = "sdpa"
+    cls = tf.WhisperForConditionalGeneration
+    model, g = _built(torch, cls, cfg, dev)
+    batch, seq = batch_override or (2 if small else 16), (64 if small else 448)
+    feats = torch.randn((batch, 80, 3000), device=dev, generator=g)
+    labels = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
+    return (_train_step(torch, model, dev, input_features=feats, labels=labels),
+            _info("whisper-base", cls, cfg, batch, seq, model, tf))
 
 
 def _block(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:

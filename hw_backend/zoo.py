@@ -23,7 +23,7 @@ from kdvfs.work import (
 )
 
 __all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "small_zoo", "step_shape_zoo", "top_clock_zoo"]
+           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "top_clock_zoo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +318,44 @@ def small_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def thermal_zoo() -> tuple[ZooKernel, ...]:
+    """The ninth set (session 9): the host-gap power and small kernels on a warm card, and short gaps after bursts.
+
+    The gap entries of the second set (a tiny kernel every 100 µs or 1 ms, launch-bound tiny kernels, idle) were all
+    measured on a cool card (32–33 °C), while training steps run at 37–56 °C and the zoo's heavy kernels at 45–58 °C;
+    static power grows with temperature. Meant to run right after real training steps (a warm card): two windows of a
+    large GEMM at the cap heat it, then the same gap entry is measured seven times as the card cools between other
+    entries (each window records its temperature), the second set's small CUDA-graph replays again warm, and duty
+    entries whose gaps (50 and 200 µs) are as short as a step's host gaps, after a GEMM and an elementwise burst (does
+    the power fall at once when a burst ends?). Entries repeated for the cooling series carry a suffix (``_warm3``)."""
+    mib = 1 << 19  # bf16 elements of 1 MiB
+    e, g, d = "elementwise", "gemm", "bf16"
+
+    def gap(i: int) -> ZooKernel:
+        return ZooKernel(f"gap_add_bf16_4KiB_100us_warm{i}", e, "add", d, (2048,), gap_s=1e-4)
+
+    heat = (8192, 8192, 8192)
+    return (
+        ZooKernel("gemm_bf16_8192_heat1", g, g, d, heat), ZooKernel("gemm_bf16_8192_heat2", g, g, d, heat),
+        gap(1),
+        ZooKernel("gemm_bf16_1024_graph32_warm", g, g, d, (1024, 1024, 1024), graph=32),
+        ZooKernel("add_bf16_16MiB_graph16_warm", e, "add", d, (16 * mib,), graph=16),
+        gap(2),
+        ZooKernel("idle_10ms_warm", "other", "idle", d, (1,), gap_s=1e-2),
+        ZooKernel("launch_add_bf16_4KiB_warm", e, "add", d, (2048,)),
+        gap(3), gap(4), gap(5), gap(6),
+        ZooKernel("gemm_bf16_8192_heat3", g, g, d, heat),
+        ZooKernel("duty_gemm_bf16_2048_x20_gap50us", g, g, d, (2048, 2048, 2048), graph=20, gap_s=5e-5),
+        ZooKernel("duty_gemm_bf16_2048_x20_gap200us", g, g, d, (2048, 2048, 2048), graph=20, gap_s=2e-4),
+        ZooKernel("duty_gelu_bf16_32MiB_x20_gap50us", e, "gelu", d, (32 * mib,), graph=20, gap_s=5e-5),
+        ZooKernel("duty_gelu_bf16_32MiB_x20_gap200us", e, "gelu", d, (32 * mib,), graph=20, gap_s=2e-4),
+        gap(7),
+    )
+
+
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
-            "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo}
+            "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
+            "thermal": thermal_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
