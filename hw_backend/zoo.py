@@ -23,7 +23,8 @@ from kdvfs.work import (
 )
 
 __all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "top_clock_zoo"]
+           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "top_clock_zoo",
+           "warm_cool_zoo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,9 +354,48 @@ def thermal_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def warm_cool_zoo() -> tuple[ZooKernel, ...]:
+    """The tenth set (session 9, asked for by the thermal diagnosis): the same kernels on a cool and a hot die in one
+    lease, small kernels launched one by one (host bubbles between them) beside their graph replays, and more gap
+    lengths after a medium burst.
+
+    Run on a card idle for ≥ 30 s. First four kernels cool (an unthrottled fill and add, then a GEMM and an RMSNorm at
+    the cap), three windows of the 8192³ GEMM at the cap to heat the die, the same four hot: static power and the
+    capped clock against temperature without a lease between them. Then tiny kernels launched back to back without a
+    graph (the eighth set has them as graph replays): if they read above their busy share at the kernel's power plus
+    the rest at the gap power, the µs bubbles after a kernel draw more than an idle card (a tail). Then a GELU burst
+    and a 1024³ GEMM burst with gaps from 100 µs to 1 ms (with the ninth set's 50 and 200 µs): is energy per period
+    linear in the gap?"""
+    e, nm, r, g, d = "elementwise", "norm", "reduction", "gemm", "bf16"
+    gib = 1 << 29  # bf16 elements of 1 GiB
+
+    def pair(tag: str) -> tuple[ZooKernel, ...]:
+        return (ZooKernel(f"fill_bf16_1GiB_{tag}", "copy", "fill", d, (gib,)),
+                ZooKernel(f"add_bf16_1GiB_{tag}", e, "add", d, (gib,)),
+                ZooKernel(f"gemm_bf16_4096_{tag}", g, g, d, (4096, 4096, 4096)),
+                ZooKernel(f"rms_norm_bf16_16384x4096_{tag}", nm, "rms_norm", d, (16384, 4096)))
+
+    heat = tuple(ZooKernel(f"gemm_bf16_8192_heat{i}", g, g, d, (8192, 8192, 8192)) for i in (4, 5, 6))
+    return (
+        pair("cool") + heat + pair("hot") + (
+            ZooKernel("launch_layer_norm_bf16_512x768", nm, "layer_norm", d, (512, 768)),
+            ZooKernel("launch_rms_norm_bf16_512x1024", nm, "rms_norm", d, (512, 1024)),
+            ZooKernel("launch_softmax_bf16_4096x128", r, "softmax", d, (4096, 128)),
+            ZooKernel("launch_gemm_bf16_512", g, g, d, (512, 512, 512)),
+            ZooKernel("launch_gelu_bf16_1MiB", e, "gelu", d, (524288,)),
+            ZooKernel("launch_layer_norm_bf16_3136x768", nm, "layer_norm", d, (3136, 768)),
+            ZooKernel("duty_gelu_bf16_32MiB_x20_gap100us", e, "gelu", d, (1 << 24,), graph=20, gap_s=1e-4),
+            ZooKernel("duty_gelu_bf16_32MiB_x20_gap400us", e, "gelu", d, (1 << 24,), graph=20, gap_s=4e-4),
+            ZooKernel("duty_gelu_bf16_32MiB_x20_gap1ms", e, "gelu", d, (1 << 24,), graph=20, gap_s=1e-3),
+            ZooKernel("duty_gemm_bf16_1024_x40_gap100us", g, g, d, (1024, 1024, 1024), graph=40, gap_s=1e-4),
+            ZooKernel("duty_gemm_bf16_1024_x40_gap400us", g, g, d, (1024, 1024, 1024), graph=40, gap_s=4e-4),
+        )
+    )
+
+
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
-            "thermal": thermal_zoo}
+            "thermal": thermal_zoo, "warm-cool": warm_cool_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

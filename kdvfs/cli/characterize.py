@@ -242,7 +242,8 @@ def register(sub, j) -> None:
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
-                                                "attention", "held-duty", "small", "thermal"], default="all",
+                                                "attention", "held-duty", "small", "thermal", "warm-cool"],
+                    default="all",
                     help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
                          "power, idle), step-shapes (kernels at real training steps' shapes), duty (heavy kernels in "
                          "bursts below the cap; vocabulary GEMMs), top-clock (the steps' GEMM and attention shapes in "
@@ -250,7 +251,8 @@ def register(sub, j) -> None:
                          "and 128 in bursts below the cap), held-duty (GEMM bursts the limiter holds between the cap's clock and the "
                          "top clock), small (CUDA-graph replays of small kernels that keep few SMs busy, with their "
                          "launch grids), thermal (host-gap power and small kernels on a warm card "
-                         "as it cools, short gaps after bursts; run it right after real steps; not in all) or all (default: %(default)s)")
+                         "as it cools, short gaps after bursts; run it right after real steps; not in all), warm-cool (the same kernels on a cool and a hot die, tiny kernels "
+                         "launched one by one, gap lengths after a burst; on a card idle for 30 s; not in all) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
     sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
