@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import os
 import threading
@@ -19,6 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = ["DdpConfig", "NvmlReader", "ddp_session"]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +169,8 @@ def ddp_session(a: DdpConfig) -> int:
         opt.step()  # also without sync: the step differs from the DDP one only by its gradient all-reduce
         opt.zero_grad(set_to_none=True)
 
-    def log(*m) -> None:
-        print(f"[rank {rank}]", *m, flush=True)
+    def log(*m) -> None:  # each rank's progress, through logging (the script sends it to stdout)
+        _log.info("[rank %d] %s", rank, " ".join(map(str, m)))
 
     log(f"model {params / 1e6:.1f} M parameters, batch {a.batch} × {a.seq} per GPU, world {world}, device {dev}")
     # warm-up, and the step count per window (rank 0's, shared: every rank must run the same steps)

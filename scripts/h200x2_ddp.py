@@ -26,6 +26,8 @@ a collective the others never reach.
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 
 from hw_backend.ddp import DdpConfig, ddp_session
 
@@ -45,4 +47,8 @@ if __name__ == "__main__":
     ap.add_argument("--extra", action="store_true", help="also an idle window and the collective-alone windows")
     ap.add_argument("--extra-window", dest="extra_window_s", type=float, default=5.0, help="seconds per --extra window")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="--extra: all-reduce size (DDP's bucket)")
+    lg = logging.getLogger("hw_backend.ddp")  # each rank's "[rank N] …" lines on stdout; other libraries' logs as before
+    lg.addHandler(logging.StreamHandler(sys.stdout))
+    lg.setLevel(logging.INFO)
+    lg.propagate = False
     raise SystemExit(ddp_session(DdpConfig(**vars(ap.parse_args()))))
