@@ -287,7 +287,7 @@ def test_held_duty_at_window_1_stays_at_or_below_the_limit(tmp_path):
 def test_counter_steps_are_timed_within_their_bracket():
     """``CounterWatch`` on the fake, read after every invocation: every step it reports lies within its bracket of
     one of the fake's true counter steps (``FakeNvml._hist``), and it reports each step once."""
-    from hw_backend.characterize import CounterWatch
+    from hw_backend.sampling import CounterWatch
     from hw_backend.zoo import held_duty_zoo
 
     k = held_duty_zoo()[3]  # 100 GEMMs then 1 ms: ~25 ms an invocation
@@ -312,7 +312,7 @@ def test_counter_thread_times_steps_on_the_wall_clock():
     reports is within its bracket of a true step, and the thread is gone after the window."""
     import time
 
-    from hw_backend.characterize import CounterWatch
+    from hw_backend.sampling import CounterWatch
 
     t0 = time.perf_counter()
 
