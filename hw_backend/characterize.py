@@ -4,7 +4,8 @@ responses of the driver's power limiter read from the durations of a fixed compu
 Nothing here changes a clock, limit or mode: the backend must be observe-only (``characterize`` refuses one that is
 not). For each zoo kernel: a short warm-up, then a window of at least ``window_s`` opened and closed at energy-counter
 steps, running the kernel in synchronised batches of ~15 ms; after each batch the SM and memory clocks and power are
-read (every ~15 ms), and CUDA events give the batch's GPU time. Recorded per kernel: median time per invocation,
+read (every ~15 ms), and CUDA events give the batch's GPU time. The energy counter is read in a thread of its own
+(``CounterWatch``; ~3 ms a read on the H200), which times its steps, so the loop never waits on it. Recorded per kernel: median time per invocation,
 energy per invocation (counter difference / invocations), average power, SM clock median / p10 / p90, temperature.
 
 Step responses: the probe (a bf16 4096³ GEMM; compute-bound, so its duration ∝ 1/f) is timed with CUDA events for
@@ -25,7 +26,6 @@ import json
 import logging
 import math
 import statistics
-import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -34,6 +34,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hw_backend.sampling import (  # noqa: F401 — Sampler and CounterWatch, re-exported where they were
+    COUNTER_READ_PERIOD_S,
+    CounterWatch,
+    Sampler,
+    counter_window,
+    instant_power_reader,
+)
 from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported where they were
     LIGHT,
     PROBE,
@@ -45,7 +52,7 @@ from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported wher
     full_zoo,
     step_shape_zoo,
 )
-from kdvfs.errors import FormatError, HardwareError, InputError, ObserveOnlyError
+from kdvfs.errors import FormatError, InputError, ObserveOnlyError
 from kdvfs.fileio import write_atomic
 from kdvfs.work import math_class
 
@@ -82,121 +89,15 @@ class Executor(Protocol):
 
     def probe_plan(self, phases: Sequence[tuple[str, float]], sample: Callable[[], None]) -> dict: ...
 
-    def run_for(self, seconds: float) -> tuple[float, int]:
+    def run_for(self, seconds: float, tick: Callable[[], None] | None = None) -> tuple[float, int]:
         """Run invocations of the prepared entry back to back, each waited for, until ``seconds`` have passed;
-        returns (seconds taken, invocations)."""
+        returns (seconds taken, invocations). ``tick``: called after every invocation (the fake's counter reads)."""
         ...
 
 
 # ---------------------------------------------------------------------- the measurement
 def _pct(xs: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs, dtype=float), q)) if len(xs) else float("nan")
-
-
-def instant_power_reader(be) -> Callable[[], float | None] | None:
-    """A reader of NVML's instantaneous power field (``NVML_FI_DEV_POWER_INSTANT``, watts), or ``None`` where the
-    card or the NVML module lacks it (``nvmlDeviceGetPowerUsage`` is a 1 s average on Hopper)."""
-    fn = getattr(getattr(be, "nvml", None), "nvmlDeviceGetFieldValues", None)
-    if fn is None:
-        return None
-
-    def read() -> float | None:
-        v = fn(be.handle, [186])[0]
-        if v.nvmlReturn != 0:
-            return None
-        val = {0: v.value.dVal, 1: v.value.uiVal, 2: v.value.ulVal, 3: v.value.ullVal, 4: v.value.sllVal,
-               5: getattr(v.value, "siVal", 0)}.get(v.valueType, v.value.uiVal)
-        return float(val) / 1000.0
-
-    try:
-        return read if read() is not None else None
-    except Exception:  # noqa: BLE001 — an optional reading; NVML errors mean "not available"
-        return None
-
-
-class Sampler:
-    """Reads SM clock, memory clock, power (1 s average) and instantaneous power, every ``period_s`` in a thread
-    (``threaded``) or whenever ``sample()`` is called (the fake, whose time is simulated). Only reads.
-    ``clocks_only``: the two clocks alone (power left NaN), for fast sampling that must not disturb the host loop."""
-
-    def __init__(self, be, now: Callable[[], float], *, threaded: bool, period_s: float = 0.01,
-                 clocks_only: bool = False) -> None:
-        self.be, self.now, self.threaded, self.period_s = be, now, threaded, period_s
-        self.clocks_only = clocks_only
-        self.instant = None if clocks_only else instant_power_reader(be)
-        self.rows: list[tuple[float, int, int, float, float | None]] = []
-        self.t0 = now()
-        self._stop = threading.Event()
-        self._th: threading.Thread | None = None
-
-    def sample(self) -> None:
-        c, m = self.be.clocks_mhz()
-        p = float("nan") if self.clocks_only else self.be.power_mw() / 1000.0
-        pi = self.instant() if self.instant else None
-        self.rows.append((self.now() - self.t0, c, m, p, pi))
-
-    def tick(self) -> None:
-        """Called by the measuring loop: samples unless a thread does."""
-        if not self.threaded:
-            self.sample()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            time.sleep(self.period_s)
-
-    def __enter__(self) -> Sampler:
-        self.t0 = self.now()
-        if self.threaded:
-            self._th = threading.Thread(target=self._loop, daemon=True)
-            self._th.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._th is not None:
-            self._th.join()
-
-
-def _counter_window(be, k: ZooKernel, now: Callable[[], float], step: Callable[[], tuple[float, int]], sampler: Sampler,
-                    *, start: float, window_s: float, max_s: float) -> tuple[list[float], int, float, float, Sampler]:
-    """The measured window of one zoo entry: ``step()`` runs the next unit of work (returns the time per invocation
-    and the invocations it completed) until the energy counter steps (the window opens), then until it steps again
-    at least ``window_s`` later (it closes). Returns (times per invocation, invocations, span s, energy J, sampler)."""
-    e0 = be.energy_mj()
-    while True:
-        step()
-        e_open = be.energy_mj()
-        if e_open != e0:
-            break
-        if now() - start > max_s:
-            raise HardwareError(
-                f"the energy counter of {be.name} did not advance in {max_s:.0f} s of running {k.name}: this card "
-                "has no usable energy counter (nvmlDeviceGetTotalEnergyConsumption), so energy cannot be measured")
-    t_open = now()
-    per: list[float] = []
-    iters = 0
-    last = e_open
-    with sampler as smp:
-        while True:
-            t, c = step()
-            if c:
-                per.append(t)
-            iters += c
-            smp.tick()
-            e = be.energy_mj()
-            if e != last:
-                last = e
-                t_close = now()
-                if t_close - t_open >= window_s:
-                    break
-            if now() - t_open > max_s:
-                t_close = now()
-                break
-    if not iters:  # a duty chunk shorter than one burst never completes an invocation: no time to record
-        raise HardwareError(f"{k.name}: no invocation completed inside its measured window ({t_close - t_open:.2f} s); "
-                            "lengthen --window, or the entry's burst is longer than the measuring chunk")
-    return per, iters, t_close - t_open, (last - e_open) / 1000.0, smp
 
 
 def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: float, threaded: bool,
@@ -223,14 +124,14 @@ def _measure_kernel(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s
         while ex.now_s() - start < warmup_s:
             step()
 
-        per, iters, span, energy, smp = _counter_window(be, k, ex.now_s, step, Sampler(be, ex.now_s, threaded=threaded),
-                                                        start=start, window_s=window_s, max_s=max_s)
+        win = counter_window(be, k, ex.now_s, step, Sampler(be, ex.now_s, threaded=threaded),
+                              CounterWatch(be, ex.now_s, threaded=threaded), start=start, window_s=window_s, max_s=max_s)
         ex.wait(pending[0])
         extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
     finally:
         ex.release()
-    return _record(k, smp.rows, per, span, iters, energy, n, temp, launched, extra)
+    return _record(k, win, n, temp, launched, extra)
 
 
 # A duty entry's burst-then-gap loop runs in chunks of this length between energy-counter reads, so the host adds no
@@ -253,25 +154,30 @@ def _measure_duty(ex: Executor, be, k: ZooKernel, *, window_s: float, warmup_s: 
         start = ex.now_s()
         ex.run_for(warmup_s)
 
+        watch = CounterWatch(be, ex.now_s, threaded=threaded)
+        tick = None if threaded else watch.read  # the fake: read the counter after every invocation
+
         def step() -> tuple[float, int]:
-            dt, c = ex.run_for(DUTY_CHUNK_S)
+            dt, c = ex.run_for(DUTY_CHUNK_S, tick)
             return (dt / c if c else 0.0), c
 
         sampler = Sampler(be, ex.now_s, threaded=threaded, period_s=DUTY_SAMPLE_PERIOD_S, clocks_only=True)
-        per, iters, span, energy, smp = _counter_window(be, k, ex.now_s, step, sampler, start=start, window_s=window_s,
-                                                        max_s=max_s)
+        win = counter_window(be, k, ex.now_s, step, sampler, watch, start=start, window_s=window_s, max_s=max_s)
         extra = ex.extra_record() if hasattr(ex, "extra_record") else {}
         temp = be.temperature_c() if hasattr(be, "temperature_c") else None
     finally:
         ex.release()
-    return {**_record(k, smp.rows, per, span, iters, energy, 1, temp, launched, extra), "method": "duty-chunks"}
+    return {**_record(k, win, 1, temp, launched, extra), "method": "duty-chunks"}
 
 
-def _record(k: ZooKernel, rows: list, per: list[float], span: float, iters: int, energy: float, n: int,
-            temp: float | None, launched: list[dict], extra: dict) -> dict:
-    """One zoo entry's record from its window: the sampler's rows, per-invocation times, the window's span,
-    invocations and energy."""
+def _record(k: ZooKernel, win: dict, n: int, temp: float | None, launched: list[dict], extra: dict) -> dict:
+    """One zoo entry's record from its window (``_counter_window``): power is the counter's energy over the span
+    between its steps; time per invocation (mean) from the units of work that overlap that span; energy per
+    invocation is their product."""
     w = k.work
+    rows, per, iters, span = win["rows"], win["per"], win["iters"], win["span"]
+    power_w = win["energy"] / span
+    t_mean = win["busy_s"] / iters
     clocks = [r[1] for r in rows]
     inst = [r[4] for r in rows if r[4] is not None]
     pw = [r[3] for r in rows if r[3] == r[3]]  # NaN where only clocks were read
@@ -279,13 +185,14 @@ def _record(k: ZooKernel, rows: list, per: list[float], span: float, iters: int,
     return {
         "name": k.name, "category": k.category, "op": k.op, "dtype": k.dtype, "shape": list(k.shape),
         "causal": k.causal, "graph": k.graph, "gap_s": k.gap_s, "role": k.role, "flops": w.flops, "bytes": w.bytes,
-        "time_s": med, "time_mean_s": span / iters, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
-        "energy_j": energy / iters, "power_w": energy / span, "power_nvml_w_median": _pct(pw, 50) if pw else None,
+        "time_s": med, "time_mean_s": t_mean, "time_p10_s": _pct(per, 10), "time_p90_s": _pct(per, 90),
+        "energy_j": power_w * t_mean, "power_w": power_w, "power_nvml_w_median": _pct(pw, 50) if pw else None,
         "power_instant_w_median": _pct(inst, 50) if inst else None,
         "power_instant_w_p10": _pct(inst, 10) if inst else None, "power_instant_w_p90": _pct(inst, 90) if inst else None,
         "sm_mhz_median": _pct(clocks, 50), "sm_mhz_p10": _pct(clocks, 10), "sm_mhz_p90": _pct(clocks, 90),
         "sm_mhz_mean": float(np.mean(clocks)) if clocks else float("nan"),
-        "mem_mhz": int(statistics.median([r[2] for r in rows])), "window_s": span, "invocations": iters, "batch": n,
+        "mem_mhz": int(statistics.median([r[2] for r in rows])), "window_s": span, "window_edge_s": win["edge_s"],
+        "invocations": iters, "batch": n,
         "clock_samples": len(rows), "temperature_c": temp,
         "achieved_tflops": w.flops / med / 1e12, "achieved_gbs": w.bytes / med / 1e9,
         "cuda_kernels": launched, **extra,
@@ -546,11 +453,13 @@ class FakeZoo:
     def wait(self, handle: float) -> float:
         return handle
 
-    def run_for(self, seconds: float) -> tuple[float, int]:
+    def run_for(self, seconds: float, tick: Callable[[], None] | None = None) -> tuple[float, int]:
         t0, n = self.fake.now_s, 0
         while self.fake.now_s - t0 < seconds:
             self.launch(1)
             n += 1
+            if tick is not None:
+                tick()
         return self.fake.now_s - t0, n
 
     def release(self) -> None:

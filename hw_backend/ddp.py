@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import os
 import threading
@@ -20,14 +21,17 @@ from pathlib import Path
 
 __all__ = ["DdpConfig", "NvmlReader", "ddp_session"]
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class DdpConfig:
     """Attributes: out (folder written); layers, hidden, heads, seq: the GPT-2 model; batch: per-GPU batch size
-    (large enough that the GPU, not the host, sets the pace, also under the profiler); window: seconds per measured
-    window; windows: DDP windows before the no-sync one; warmup: seconds of warm-up steps; dry_run: CPU, gloo, a tiny
-    model, short windows, no NVML; extra: also an idle window and the collective-alone windows; extra_window: seconds
-    per extra window; bucket_mb: the extra windows' all-reduce size (DDP's bucket)."""
+    (large enough that the GPU, not the host, sets the pace, also under the profiler); window_s: each measured
+    window; windows: DDP windows before the no-sync one; warmup_s: warm-up steps; dry_run: CPU, gloo, a tiny
+    model, short windows, no NVML; extra: also an idle window and the collective-alone windows; extra_window_s: each
+    extra window; bucket_mb: the extra windows' all-reduce size (DDP's bucket). The script's options keep their
+    names (``--window``, ``--warmup``, ``--extra-window``, seconds)."""
 
     out: str
     layers: int = 24
@@ -35,12 +39,12 @@ class DdpConfig:
     heads: int = 16
     seq: int = 1024
     batch: int = 16
-    window: float = 10.0
+    window_s: float = 10.0
     windows: int = 2
-    warmup: float = 15.0
+    warmup_s: float = 15.0
     dry_run: bool = False
     extra: bool = False
-    extra_window: float = 5.0
+    extra_window_s: float = 5.0
     bucket_mb: float = 25.0
 
 
@@ -126,7 +130,7 @@ def ddp_session(a: DdpConfig) -> int:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     if a.dry_run:
-        a = replace(a, layers=2, hidden=64, heads=4, seq=32, batch=2, window=1.0, windows=1, warmup=1.0)
+        a = replace(a, layers=2, hidden=64, heads=4, seq=32, batch=2, window_s=1.0, windows=1, warmup_s=1.0)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
@@ -165,8 +169,8 @@ def ddp_session(a: DdpConfig) -> int:
         opt.step()  # also without sync: the step differs from the DDP one only by its gradient all-reduce
         opt.zero_grad(set_to_none=True)
 
-    def log(*m) -> None:
-        print(f"[rank {rank}]", *m, flush=True)
+    def log(*m) -> None:  # each rank's progress, through logging (the script sends it to stdout)
+        _log.info("[rank %d] %s", rank, " ".join(map(str, m)))
 
     log(f"model {params / 1e6:.1f} M parameters, batch {a.batch} × {a.seq} per GPU, world {world}, device {dev}")
     # warm-up, and the step count per window (rank 0's, shared: every rank must run the same steps)
@@ -179,14 +183,14 @@ def ddp_session(a: DdpConfig) -> int:
             step()
         n += 5
         sync()
-        flag.fill_(1.0 if time.perf_counter() - t0 < a.warmup else 0.0)
+        flag.fill_(1.0 if time.perf_counter() - t0 < a.warmup_s else 0.0)
         dist.broadcast(flag, 0)
     tp = time.perf_counter()  # the step time from a steady-state probe, not the warm-up's slow first steps
     for _ in range(10):
         step()
     sync()
     per = (time.perf_counter() - tp) / 10
-    steps = torch.tensor([max(5, math.ceil(1.1 * a.window / per))], dtype=torch.int64, device=dev)  # NCCL: on GPU
+    steps = torch.tensor([max(5, math.ceil(1.1 * a.window_s / per))], dtype=torch.int64, device=dev)  # NCCL: on GPU
     dist.broadcast(steps, 0)
     steps_n = int(steps.item())
     log(f"warm-up {n} steps, {1e3 * per:.1f} ms/step; {steps_n} steps per window")
@@ -233,7 +237,7 @@ def ddp_session(a: DdpConfig) -> int:
         res["cuda_name"] = pr.name
     res["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
     if a.extra:
-        res["idle"] = timed("idle", lambda: time.sleep(a.extra_window), 1)
+        res["idle"] = timed("idle", lambda: time.sleep(a.extra_window_s), 1)
     res["windows"] = [window(f"ddp{i}") for i in range(a.windows)]
     res["no_sync"] = window("no_sync", no_sync=True)
     res["windows"].append(window(f"ddp{a.windows}"))
@@ -245,7 +249,7 @@ def ddp_session(a: DdpConfig) -> int:
             dist.all_reduce(buf)
         sync()
         per_ar = (time.perf_counter() - tp) / 20
-        n_ar = torch.tensor([max(20, math.ceil(a.extra_window / per_ar))], dtype=torch.int64, device=dev)
+        n_ar = torch.tensor([max(20, math.ceil(a.extra_window_s / per_ar))], dtype=torch.int64, device=dev)
         dist.broadcast(n_ar, 0)
         n_ar_i = int(n_ar.item())
 
@@ -257,7 +261,7 @@ def ddp_session(a: DdpConfig) -> int:
         # rank 0's collective waits while the others spin 4 all-reduce times in a GPU sleep kernel first
         # rank 0's counts for every rank: each rank timed its own all-reduces, and a rank that posts one all-reduce
         # more than the others waits for ever (session 5's first run lost its last windows so)
-        wcount = torch.tensor([int(4 * per_ar * 1.98e9), max(5, math.ceil(a.extra_window / (5 * per_ar)))],
+        wcount = torch.tensor([int(4 * per_ar * 1.98e9), max(5, math.ceil(a.extra_window_s / (5 * per_ar)))],
                               dtype=torch.int64, device=dev)
         dist.broadcast(wcount, 0)
         cycles, n_w = int(wcount[0].item()), int(wcount[1].item())
@@ -295,8 +299,8 @@ def ddp_session(a: DdpConfig) -> int:
     dist.all_gather_object(allres, res)
     if rank == 0:
         doc = {"command": f"torchrun --standalone --nproc_per_node {world} -m scripts.h200x2_ddp --out OUT "
-                          f"--window {a.window:g} --windows {a.windows} --warmup {a.warmup:g}"
-                          + (f" --extra --extra-window {a.extra_window:g} --bucket-mb {a.bucket_mb:g}" if a.extra else ""),
+                          f"--window {a.window_s:g} --windows {a.windows} --warmup {a.warmup_s:g}"
+                          + (f" --extra --extra-window {a.extra_window_s:g} --bucket-mb {a.bucket_mb:g}" if a.extra else ""),
                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not a.dry_run else "",
                "env": {k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",

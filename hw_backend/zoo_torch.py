@@ -261,9 +261,10 @@ class TorchZoo:
     def now_s(self) -> float:
         return time.perf_counter()
 
-    def run_for(self, seconds: float) -> tuple[float, int]:
+    def run_for(self, seconds: float, tick=None) -> tuple[float, int]:
         """Invocations back to back for ``seconds`` (a duty entry's invocation waits for its burst and spins its gap
-        itself, so nothing else runs on the host between a burst and its gap)."""
+        itself, so nothing else runs on the host between a burst and its gap). ``tick`` is not called: on a real card
+        the energy counter is read in a thread of its own (``hw_backend.sampling.CounterWatch``), never in this loop."""
         fn = self.fn
         assert fn is not None
         clock = time.perf_counter

@@ -28,7 +28,16 @@ from kdvfs.model import evaluate
 from kdvfs.passcontext import parse_terms
 from kdvfs.passweep import PassSweep, pass_errors, pass_index, study_settings
 
-__all__ = ["calibrate_spaan2026", "joint_report", "preset_source", "write_outputs"]
+__all__ = ["calibrate_spaan2026", "fitted_profile", "joint_report", "preset_source", "write_outputs"]
+
+
+def fitted_profile(result: JointResult, trace):
+    """The bundled profile of a fit: the card's full grid plus every one of the study's 66 settings."""
+    from kdvfs.profile import build_profile
+
+    settings = list(result.spec.settings())
+    settings += [s for s in study_settings() if s not in settings]
+    return build_profile(trace, result.spec, result.params, settings=settings, source="fitted")
 
 
 def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace, loss_pass: str = "backward") -> dict:
@@ -65,18 +74,17 @@ def joint_report(result: JointResult, rows: list[dict], sweep: PassSweep, trace,
             "passes": passes}
 
 
-def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | Path, method: str = "table") -> list[Path]:
-    """The bundled profile (the card's full grid plus every one of the study's 66 settings) and its calibration JSON,
-    byte-for-byte the same for the same fit."""
+def write_outputs(result: JointResult, report_doc: dict, trace, out_dir: str | Path, method: str = "table",
+                  profile=None) -> list[Path]:
+    """The bundled profile (``fitted_profile``; ``profile`` where the caller already built it) and its calibration
+    JSON, byte-for-byte the same for the same fit."""
     import json
 
-    from kdvfs.profile import build_profile, save_profile
+    from kdvfs.profile import save_profile
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    settings = list(result.spec.settings())
-    settings += [s for s in study_settings() if s not in settings]
-    prof = build_profile(trace, result.spec, result.params, settings=settings, source="fitted")
+    prof = fitted_profile(result, trace) if profile is None else profile
     p1 = save_profile(prof, out / f"{trace.name}.profile.csv.gz")
     what = ("calibration of the rtx3080ti model to Spaan et al. 2026's per-kernel table, checked on the pass-level "
             "sweep (`kdvfs profile calibrate spaan2026`, table method)" if method == "table" else
@@ -101,7 +109,6 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     from kdvfs.bundled import bundled_dir
     from kdvfs.calibrate import read_table
     from kdvfs.passweep import read_pass_sweep
-    from kdvfs.profile import build_profile
     from kdvfs.reproduce import reproduce_spaan2026
     from kdvfs.trace import load_trace
 
@@ -145,9 +152,7 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         else:
             res = calibrate_joint(rows, sw, trace, RTX3080TI, options, progress)
     rep = joint_report(res, rows, sw, trace, options.loss_pass)
-    settings = list(res.spec.settings())
-    settings += [s for s in study_settings() if s not in settings]
-    prof = build_profile(trace, res.spec, res.params, settings=settings, source="fitted")
+    prof = fitted_profile(res, trace)  # built once: Table 2 is reproduced on it and it is the file written
     rep["table2"] = reproduce_spaan2026(prof)
     rep["table2_rows_met"] = sum(r["target_met"] for r in rep["table2"])
     rep["seconds"] = res.seconds
@@ -159,8 +164,8 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
     rep["preset_matches"] = _preset_matches(res.spec)
     rep["preset_source"] = preset_source(res.spec)
     rep["method"] = options.method
-    rep["written"] = ([str(p) for p in write_outputs(res, rep, trace, out_dir, options.method)] if out_dir is not None
-                      else [])
+    rep["written"] = ([str(p) for p in write_outputs(res, rep, trace, out_dir, options.method, prof)]
+                      if out_dir is not None else [])
     return rep
 
 

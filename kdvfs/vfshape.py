@@ -1,6 +1,6 @@
 """Where the RTX 3080 Ti's energy minima lie along the core clock, in the data and in fits (issue 11, session 8).
 
-    python -m scripts.vf_shape_check [CALIBRATION.json …] [--out FILE.json]
+    python -m scripts.vf_shape_check [CALIBRATION.json …] [--out FILE.json]   (``vf_shape_check`` returns the document)
 
 Model-free part (``data``; nothing fitted, from the two tables of Spaan et al. 2026 only):
 
@@ -26,8 +26,9 @@ with every kernel at its own minimum; the study's text gives −36.9 % at +84 %,
 
 from __future__ import annotations
 
-import argparse
 import json
+import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,9 @@ from kdvfs.model import evaluate
 from kdvfs.passweep import PASSES, STUDY_CORES, STUDY_MEMS, pass_index, read_pass_sweep, study_settings
 from kdvfs.trace import load_trace
 
-__all__ = ["KNEE_SHARE", "LINE_CORES", "data_part", "fit_part", "main"]
+__all__ = ["KNEE_SHARE", "LINE_CORES", "data_part", "fit_part", "vf_shape_check"]
+
+log = logging.getLogger(__name__)
 
 LINE_CORES = (420, 630, 840, 1050, 1260)  # the straight part of the pass power (voltage flat)
 KNEE_SHARE = 0.03  # share of the auto power above the line that marks the voltage's rise
@@ -163,28 +166,17 @@ def fit_part(path: Path, rows, sweep, trace, passes, rep) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("fits", nargs="*", help="calibration JSON files (default: the bundled one)")
-    ap.add_argument("--out", help="write the JSON here (default: print it)")
-    a = ap.parse_args(argv)
+def vf_shape_check(fits: Sequence[str | Path] = ()) -> dict:
+    """The document of ``python -m scripts.vf_shape_check``: ``data`` (``data_part``, the two tables alone) and, per
+    calibration JSON of ``fits`` (the bundled one when none is given), ``fit_part`` under the file's name (bundled) or
+    its path as given."""
     b = bundled_dir()
     rows = read_table(b / "spaan2026_gpt3xl_rtx3080ti_kernels.csv")
     sweep = read_pass_sweep(b / "spaan2026_fig3_fig4_pass_level.csv")
     trace = load_trace(b / "gpt3xl-llmc-rtx3080ti.trace.json")
     passes = pass_index(trace, "backward")
     rep = trace.repeats.astype(float)
-    fits = [Path(f) for f in a.fits] or [b / "gpt3xl-llmc-rtx3080ti.calibration.json"]
-    doc = {"data": data_part(rows, sweep, passes, rep),
-           "fits": {f.name if f.parent == b else str(f): fit_part(f, rows, sweep, trace, passes, rep) for f in fits}}
-    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text)
-    else:
-        print(text, end="")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    paths = [Path(f) for f in fits] or [b / "gpt3xl-llmc-rtx3080ti.calibration.json"]
+    log.info("V/f shape check: the two tables and %d fit(s)", len(paths))
+    return {"data": data_part(rows, sweep, passes, rep),
+            "fits": {f.name if f.parent == b else str(f): fit_part(f, rows, sweep, trace, passes, rep) for f in paths}}

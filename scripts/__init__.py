@@ -3,7 +3,8 @@
 Run them from the checkout's root as modules (``python -m scripts.NAME …``: the checkout is then importable with no
 path edits). Their logic lives in the packages; a script parses its arguments, makes one call and writes or prints the
 result: the device sessions (``hw_backend.observe``, ``hw_backend.hf_step``, ``hw_backend.ddp``), the H200 analyses
-(``simulator.h200_analyses``), the calibration diagnosis and pass-context check (``kdvfs.diagnosis``; the diagnosis
+(``simulator.h200_analyses``, ``simulator.h200_small_kernels``, ``simulator.h200_variants``), the V/f shape check
+(``kdvfs.vfshape``), the calibration diagnosis and pass-context check (``kdvfs.diagnosis``; the diagnosis
 is also ``kdvfs profile diagnose``), the cross-validation study (``kdvfs.synthetic.crossval_study``), the
 sparse-vs-exhaustive study (``hw_backend.sparse_study``) and the bundled H200 profiles
 (``kdvfs.calibrate_h200.build_h200_profiles``). Summaries computed from their output are ``kdvfs summarize``.

@@ -26,6 +26,8 @@ a collective the others never reach.
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 
 from hw_backend.ddp import DdpConfig, ddp_session
 
@@ -38,11 +40,15 @@ if __name__ == "__main__":
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=16, help="per-GPU batch size (large enough that the GPU, not the "
                     "host, sets the pace, also under the profiler)")
-    ap.add_argument("--window", type=float, default=10.0, help="seconds per measured window")
+    ap.add_argument("--window", dest="window_s", type=float, default=10.0, help="seconds per measured window")
     ap.add_argument("--windows", type=int, default=2)
-    ap.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up steps")
+    ap.add_argument("--warmup", dest="warmup_s", type=float, default=15.0, help="seconds of warm-up steps")
     ap.add_argument("--dry-run", action="store_true", help="CPU, gloo, a tiny model, short windows, no NVML")
     ap.add_argument("--extra", action="store_true", help="also an idle window and the collective-alone windows")
-    ap.add_argument("--extra-window", type=float, default=5.0, help="seconds per --extra window")
+    ap.add_argument("--extra-window", dest="extra_window_s", type=float, default=5.0, help="seconds per --extra window")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="--extra: all-reduce size (DDP's bucket)")
+    lg = logging.getLogger("hw_backend.ddp")  # each rank's "[rank N] …" lines on stdout; other libraries' logs as before
+    lg.addHandler(logging.StreamHandler(sys.stdout))
+    lg.setLevel(logging.INFO)
+    lg.propagate = False
     raise SystemExit(ddp_session(DdpConfig(**vars(ap.parse_args()))))

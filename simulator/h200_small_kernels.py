@@ -11,20 +11,22 @@ each class's share of it follows from the per-kernel evaluation. The measured ke
 less the same host gaps at the same gap power. Nothing here is fitted to the model; the least-squares split of the
 excess over classes (across the 33 steps) is a diagnosis only.
 
-Usage: ``python -m scripts.h200_small_kernels [--fit FIT] [-o validation/h200/small_kernels/diagnosis.json]`` (prints
-the tables; about two minutes).
+``diagnosis`` returns the document and ``diagnosis_lines`` its text; ``python -m scripts.h200_small_kernels [--fit FIT]
+[-o validation/h200/small_kernels/diagnosis.json]`` writes the one and prints the other (about two minutes).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
+import logging
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CLASSES", "FAMILY_STEPS", "FOLDERS", "GROUPS", "class_table", "main", "split_excess", "step_rows"]
+__all__ = ["CLASSES", "FAMILY_STEPS", "FOLDERS", "GROUPS", "class_table", "diagnosis", "diagnosis_lines", "split_excess",
+           "step_rows"]
+
+log = logging.getLogger(__name__)
 
 FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/steps8")
 CLASSES = ("few SMs (< 1/4 of the SMs)", "part of the SMs (1/4 … 1)", "full grid, short (< 10 µs)",
@@ -160,48 +162,47 @@ GROUPS = {"the 23 steps (validation/h200/steps)": lambda r: r["folder"] == "vali
           "BLOOM, batch 8 and 16": lambda r: r["model"].startswith("bloom")}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default="validation/h200/small_kernels/diagnosis.json")
-    ap.add_argument("--fit", default="validation/h200/fidelity/session7_fit.json",
-                    help="the H200 fit whose model is diagnosed (default: session 7's, the model the diagnosis was for; "
-                         "traces/h200.fit.json: the bundled one)")
-    a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parents[1]
-    rows = step_rows(root, root / a.fit)
+def diagnosis(root: Path, fit: str, command: str) -> dict:
+    """The diagnosis document (``validation/h200/small_kernels/diagnosis.json``): every step's rows with the model of
+    ``fit`` (a path relative to ``root``, the checkout), the excess split over classes, the class tables per group and
+    how many steps' energy is within 3 %. ``command`` is recorded as the command that made it."""
+    rows = step_rows(root, root / fit)
     split = split_excess(rows)
     tables = {g: class_table([r for r in rows if sel(r)]) for g, sel in GROUPS.items()}
-    doc = {"command": "python -m scripts.h200_small_kernels " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "fit": a.fit, "classes": list(CLASSES), "steps": rows,
+    doc = {"command": command, "fit": fit, "classes": list(CLASSES), "steps": rows,
            "excess_share_by_class": split, "class_tables": tables,
            "note": "steps7 and steps8 are seen here (looked at to find the structure); nothing is fitted to any step"}
     met = {f: sum(abs(r["step_energy_error_pct"]) <= 3.0 for r in rows if r["folder"] == f) for f in FOLDERS}
     doc["energy_within_3pct"] = met
-    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
-    print("steps' energy within 3 % with this fit:", met)
-    print("step | kernel energy excess % | time share per class % | model W per class")
+    log.info("small-kernel diagnosis of %s: %d steps, energy within 3 %%: %s", fit, len(rows), met)
+    return doc
+
+
+def diagnosis_lines(doc: dict) -> list[str]:
+    """The diagnosis as text (``diagnosis.txt``): the steps' excess and class shares, the excess split, the kernel
+    families of ``FAMILY_STEPS``' steps and the class table of each group."""
+    rows, split, tables = doc["steps"], doc["excess_share_by_class"], doc["class_tables"]
+    out = [f"steps' energy within 3 % with this fit: {doc['energy_within_3pct']}",
+           "step | kernel energy excess % | time share per class % | model W per class"]
     for r in rows:
         ts = " ".join(f"{100 * r['classes'][c]['time_share']:5.1f}" for c in CLASSES)
         pw = " ".join(f"{r['classes'][c]['model_power_w'] or 0:4.0f}" for c in CLASSES)
-        print(f"{r['model']:20s} {r['excess_pct']:+6.2f} | {ts} | {pw}")
-    print("excess share by class:", {k: round(v, 3) for k, v in split.items()})
+        out.append(f"{r['model']:20s} {r['excess_pct']:+6.2f} | {ts} | {pw}")
+    out.append(f"excess share by class: { {k: round(v, 3) for k, v in split.items()} }")
     for r in rows:
         if r["model"] in FAMILY_STEPS:
-            print(f"\n{r['model']} ({r['folder']}): kernel energy {r['excess_pct']:+.2f} % over the measurement\n"
-                  "| kernel family | category | share of kernel time % | SMs busy (time-weighted) | achieved share of "
-                  "roofline | share < 10 µs | model W |\n|---|---|---|---|---|---|---|")
+            out.append(f"\n{r['model']} ({r['folder']}): kernel energy {r['excess_pct']:+.2f} % over the measurement\n"
+                       "| kernel family | category | share of kernel time % | SMs busy (time-weighted) | achieved share "
+                       "of roofline | share < 10 µs | model W |\n|---|---|---|---|---|---|---|")
             for fm in r["families"]:
-                print(f"| {fm['family'][:60]} | {fm['category']} | {100 * fm['time_share']:.1f} | "
-                      f"{fm['mean_sm_fraction']:.2f} | {fm['mean_achieved_rate']:.2f} | {fm['short_share']:.2f} | "
-                      f"{fm['model_power_w']:.0f} |")
+                out.append(f"| {fm['family'][:60]} | {fm['category']} | {100 * fm['time_share']:.1f} | "
+                           f"{fm['mean_sm_fraction']:.2f} | {fm['mean_achieved_rate']:.2f} | {fm['short_share']:.2f} | "
+                           f"{fm['model_power_w']:.0f} |")
     for g, tab in tables.items():
-        print(f"\n{g}\n| class | share of kernel time % | model W | implied W if all the excess were here |\n|---|---|---|---|")
+        out.append(f"\n{g}\n| class | share of kernel time % | model W | implied W if all the excess were here |"
+                   "\n|---|---|---|---|")
         for t in tab:
             if t["kernel_time_share"]:
-                print(f"| {t['class']} | {100 * t['kernel_time_share']:.1f} | {t['model_power_w']:.0f} | "
-                      f"{t['implied_power_w_if_all_excess_here']:.0f} |")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+                out.append(f"| {t['class']} | {100 * t['kernel_time_share']:.1f} | {t['model_power_w']:.0f} | "
+                           f"{t['implied_power_w_if_all_excess_here']:.0f} |")
+    return out

@@ -2,17 +2,21 @@
 --structure S``, the default files: ``kdvfs.calibrate_h200.DEFAULT_DATA``), compared by the zoo's held-out split (the rule that chose the bundled one),
 and, read-only, on the recorded steps (nothing is fitted to them; steps7 and steps8 are seen).
 
-Usage: ``python -m scripts.h200_structure_variants [-o validation/h200/small_kernels/variants.json]`` (about two
-minutes of fits and, for the variants in ``STEPS_FOR``, a minute of step checks each).
+``structure_variants`` returns the document; ``python -m scripts.h200_structure_variants [-o
+validation/h200/small_kernels/variants.json]`` writes it and prints a line per variant (about two minutes of fits and,
+for the variants in ``STEPS_FOR``, a minute of step checks each).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["FOLDERS", "SESSION7_FIT", "STEPS_FOR", "VARIANTS", "main"]
+__all__ = ["FOLDERS", "SESSION7_FIT", "STEPS_FOR", "VARIANTS", "structure_variants"]
+
+log = logging.getLogger(__name__)
 
 VARIANTS = ("none", "sm-occupancy", "issue-rate", "sm-occupancy+issue-rate", "tensor-rate", "conv-dot",
             "warp-occupancy", "warp-occupancy+conv-dot", "warp-occupancy+issue-rate", "warp-occupancy+sm-occupancy",
@@ -35,13 +39,13 @@ def _steps(spec, gap_w: float, root: Path) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def structure_variants(root: Path, on_row: Callable[[dict], None] | None = None) -> dict:
+    """The document of ``python -m scripts.h200_structure_variants`` (``variants.json``): session 7's bundled fit on
+    the steps, then every structure of ``VARIANTS`` refitted on the default files under ``root`` (the checkout), with
+    its zoo counts (all, held-out, the first 90) and, for those of ``STEPS_FOR``, the steps read-only. ``on_row`` gets
+    each variant's row as it is done (the fits take minutes)."""
     from kdvfs.calibrate_h200 import DEFAULT_DATA, run_h200_fit, spec_from_fit
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default="validation/h200/small_kernels/variants.json")
-    a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parents[1]
     data = [str(root / p) for p in DEFAULT_DATA]
     rows = []
     s7 = json.loads((root / SESSION7_FIT).read_text())  # the session-7 bundled fit (six files, no structure)
@@ -56,14 +60,10 @@ def main(argv=None) -> int:
         if v in STEPS_FOR:
             row["steps"] = _steps(spec_from_fit(doc), doc["params"]["gap_power_w"], root)
         rows.append(row)
-        print(v, row["zoo_all"], row["zoo_heldout"], {d: s["met"] for d, s in row.get("steps", {}).items()}, flush=True)
-    doc = {"command": "python -m scripts.h200_structure_variants", "data": list(DEFAULT_DATA),
-           "rule": "keep a structure only if the zoo's held-out split (file-then-zoo order, even fitted, odd checked) "
-                   "gains; the steps are checked read-only",
-           "variants": rows}
-    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        log.info("structure variant %s: zoo %s, held-out %s", v, row["zoo_all"], row["zoo_heldout"])
+        if on_row is not None:
+            on_row(row)
+    return {"command": "python -m scripts.h200_structure_variants", "data": list(DEFAULT_DATA),
+            "rule": "keep a structure only if the zoo's held-out split (file-then-zoo order, even fitted, odd checked) "
+                    "gains; the steps are checked read-only",
+            "variants": rows}

@@ -144,3 +144,26 @@ def test_settings_study_on_the_verbs(capsys, tmp_path):
     assert code == 0 and len(json.loads(o)) == 3
     code, _, err = run_cli(["optimize", "--trace", "gpt3xl-torch-h200-bf16", "--settings", "study"], capsys)
     assert code == 2 and "lacks" in err and "RTX 3080 Ti clocks" in err and "Traceback" not in err
+
+
+def test_calibration_builds_its_profile_once(tmp_path, monkeypatch):
+    """``calibrate_spaan2026`` reproduces Table 2 on the fitted profile and writes that same profile: one build (it
+    built the 66-setting profile twice), and the file written is the profile Table 2 was computed on."""
+    import kdvfs.profile as profile_mod
+    from kdvfs.calibrate_joint import JointOptions
+    from kdvfs.calibrate_spaan2026 import calibrate_spaan2026
+    from kdvfs.reproduce import reproduce_spaan2026
+
+    built = []
+    real = profile_mod.build_profile
+
+    def counting(*a, **kw):
+        built.append(real(*a, **kw))
+        return built[-1]
+
+    monkeypatch.setattr(profile_mod, "build_profile", counting)
+    rep = calibrate_spaan2026(out_dir=tmp_path, options=JointOptions(method="joint", max_nfev=3, prefit_nfev=2,
+                                                                     polish_starts=0))
+    assert len(built) == 1
+    written = profile_mod.load_profile(next(p for p in rep["written"] if p.endswith(".profile.csv.gz")))
+    assert reproduce_spaan2026(written) == rep["table2"]

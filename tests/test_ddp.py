@@ -14,10 +14,13 @@ from hw_backend.ddp import DdpConfig
 
 def test_the_script_options_are_the_config_fields():
     tree = ast.parse((ROOT / "scripts" / "h200x2_ddp.py").read_text())
-    opts = [c.args[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)
-            and getattr(c.func, "attr", "") == "add_argument"]
-    assert [o.lstrip("-").replace("-", "_") for o in opts] == [f.name for f in dataclasses.fields(DdpConfig)]
-    assert DdpConfig("x").window == 10.0 and DdpConfig("x").bucket_mb == 25.0
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "add_argument"]
+    dests = [next((k.value.value for k in c.keywords if k.arg == "dest"), c.args[0].value.lstrip("-").replace("-", "_"))
+             for c in calls]
+    assert dests == [f.name for f in dataclasses.fields(DdpConfig)]
+    # the fields that carry a unit say it; the command line keeps its option names (--window, --warmup, seconds)
+    assert {"window_s", "warmup_s", "extra_window_s", "bucket_mb"} <= set(dests)
+    assert DdpConfig("x").window_s == 10.0 and DdpConfig("x").bucket_mb == 25.0
 
 
 def test_importing_it_loads_neither_torch_nor_pynvml():

@@ -10,7 +10,7 @@ from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
 __all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "load_trace", "note_other_card", "out", "problem",
-           "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
+           "PROGRESS_EVERY_S", "PlainProgress", "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 
 def out(args=None):
@@ -156,15 +156,82 @@ def switch_model(a, gpu_name: str | None):
     return get_gpu(name).switch
 
 
+PROGRESS_EVERY_S = 10.0
+"""Off a terminal, long work logs one progress line to stderr at most this often (none for work shorter than this)."""
+
+
+class PlainProgress:
+    """Progress for a stderr that is not a terminal (a log file, a pipe, CI): one line ``LABEL: done/total (pct),
+    N s elapsed`` at most every ``PROGRESS_EVERY_S`` seconds, on stderr, never on stdout; nothing when the work ends
+    sooner. The subset of rich's ``Progress`` the verbs use (``add_task``, ``advance``, ``update``), plus ``stage``
+    (a stage name and a fraction, for ``stage_progress``). ``clock`` is injectable for tests."""
+
+    def __init__(self, label: str, total: float | None = None, clock=None, stream=None) -> None:
+        import time
+
+        self.label, self.total = label, total
+        self.clock = clock or time.monotonic
+        self.stream = stream
+        self.done = 0.0
+        self.fraction = False  # ``stage`` reports a fraction of 1, not a count
+        self.t0 = self.last = self.clock()
+
+    def __enter__(self) -> PlainProgress:
+        self.t0 = self.last = self.clock()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        self.total = total if total is not None else self.total
+        return 0
+
+    def advance(self, task: int, n: float = 1) -> None:  # noqa: ARG002 — one task
+        self.done += n
+        self._maybe_say()
+
+    def update(self, task: int, completed: float | None = None, description: str | None = None,  # noqa: ARG002
+               total: float | None = None, **_: Any) -> None:
+        if total is not None:
+            self.total = total
+        if completed is not None:
+            self.done = completed
+        self._maybe_say(description)
+
+    def stage(self, stage: str, fraction: float) -> None:
+        self.total, self.done, self.fraction = 1.0, fraction, True
+        self._maybe_say(stage)
+
+    def _maybe_say(self, what: str | None = None) -> None:
+        now = self.clock()
+        if now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        import sys
+
+        head = f"{self.label}: {what}" if what else self.label
+        if self.fraction:
+            body = f"{100 * self.done:.0f} %"
+        elif self.total:
+            body = f"{self.done:g}/{self.total:g} ({100 * self.done / self.total:.0f} %)"
+        else:
+            body = f"{self.done:g} done"
+        print(f"{head}: {body}, {now - self.t0:.0f} s elapsed", file=self.stream or sys.stderr, flush=True)
+
+
 def progress(console, total: int, label: str):  # noqa: ARG001 — progress always goes to stderr
-    """A progress bar on stderr (stdout stays clean for ``--json``), shown when stderr is a terminal."""
+    """A progress bar on stderr (stdout stays clean for ``--json``) when stderr is a terminal; else ``PlainProgress``
+    (a line at most every ``PROGRESS_EVERY_S`` s)."""
     import sys
 
+    err = make_console(sys.stderr)
+    if not err.is_terminal:
+        return PlainProgress(label, total)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    err = make_console(sys.stderr)
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
-                    transient=True, disable=not err.is_terminal)
+                    transient=True)
 
 
 def profile_gpu(ref: str) -> str:
@@ -186,15 +253,18 @@ def profile_gpu(ref: str) -> str:
 
 
 class stage_progress:  # noqa: N801 — used like a function: `with stage_progress(err, "import") as prog`
-    """A rich progress bar on stderr (only on a terminal), as ``progress(stage, fraction)``."""
+    """A rich progress bar on stderr as ``progress(stage, fraction)``; where ``console`` is not a terminal, a
+    ``PlainProgress`` line at most every ``PROGRESS_EVERY_S`` s; ``None`` (no progress) where it is ``None``."""
 
     def __init__(self, console, label: str) -> None:
         self.console, self.label = console, label
         self.bar: Any = None  # a rich Progress while open (rich is imported only on a terminal)
 
     def __enter__(self):
-        if self.console is None or not self.console.is_terminal:
+        if self.console is None:
             return None
+        if not self.console.is_terminal:
+            return PlainProgress(self.label).stage
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=self.console,

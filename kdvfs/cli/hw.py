@@ -63,8 +63,6 @@ def make_backend(kind: str, spec, trace, *, allow_clock_control: bool, seed: int
 
 
 def cmd_sweep(a) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from hw_backend.sweep import check_output, check_sweep_args, parse_settings, run_sweep, sparse_sweep
     from kdvfs.bundled import load_trace_by_name
     from kdvfs.gpus import get_gpu
@@ -98,8 +96,9 @@ def cmd_sweep(a) -> int:
         print_json(doc) if a.json else c.print(f"sweep over {a.gpus} GPUs written to {a.output} ({info['rows']} rows)")
         return 0
     err = make_console(sys.stderr)  # progress on stderr: stdout stays clean for --json
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err,
-                  disable=not err.is_terminal) as prog:
+    from kdvfs.cli.common import progress
+
+    with progress(err, 0, "sweep") as prog:  # a bar on a terminal, else a line every ~10 s
         task = prog.add_task("sweep", total=None)
         kw["progress"] = lambda n, tot: prog.update(task, completed=n, total=tot)
         if a.sparse:

@@ -198,11 +198,10 @@ def cmd_reproduce(a) -> int:
     seeds = 20 if a.seeds is None else a.seeds
     if not 1 <= seeds <= 10_000:
         raise InputError(f"--seeds {seeds} must be a whole number of simulated sweeps in 1–10000; e.g. --seeds 20")
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from kdvfs.cli.common import progress
 
     err = make_console(sys.stderr)
-    with Progress(TextColumn("simulated sweeps"), BarColumn(), MofNCompleteColumn(), console=err, transient=True,
-                  disable=a.json or not err.is_terminal) as prog:
+    with progress(err, seeds, "simulated sweeps") as prog:  # a bar on a terminal, else a line every ~10 s
         task = prog.add_task("sweeps", total=seeds)
         rows = reproduce_spaan2026_measured(noise=noise, seeds=seeds, seed=0 if a.seed is None else a.seed,
                                             progress=lambda n, tot: prog.update(task, completed=n))
