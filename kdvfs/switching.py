@@ -211,10 +211,7 @@ def _dense_switches(per_t: np.ndarray, per_e: np.ndarray, neq: np.ndarray, t_ins
         np.add(buf, np.multiply(on, stall * idle_power_w, out=per_e[1:]), out=per_e[1:])
     # runs that have a second instance (the boundary switches, the next one does not): the lag left after their first
     # instance, lag − frac·t_old, computed on those boundaries only; the run is walked where some is left
-    two = neq.copy()
-    two[:-1] &= ~neq[1:]
-    two[-1] = False
-    cand = np.flatnonzero(two)
+    cand = np.flatnonzero(np.greater(neq[:-1], neq[1:]))  # a > b is a and not b, for booleans
     la = np.subtract(lag, fon.take(cand) * t_old.take(cand))  # fon is frac where the boundary switches
     keep = la > 1e-15
     first = cand[keep]
@@ -227,14 +224,17 @@ def _dense_switches(per_t: np.ndarray, per_e: np.ndarray, neq: np.ndarray, t_ins
     is_change[n] = True  # the end of the sequence ends every run
     pos = first + 2  # the second instance of the run that starts at boundary first + 1
     old = setting.take(first)
+    # the walked instances are inside runs (their boundary does not switch), each visited once: their extras are the
+    # +0.0 the first pass wrote, so ``+=`` is ``0.0 +`` (which also keeps a −0.0 product from reaching them)
+    e_of = (lambda i, tn: tn * p_inst.take(i)) if e_inst is None else (lambda i, tn: e_inst.take(i))
     while len(pos):
         i = pos
         kk = kernel.take(i) * S + old
         t_o = Tf.take(kk)
         tn = t_inst.take(i)
         frac = np.minimum(1.0, la / t_o)
-        per_t[i] = per_t.take(i) + frac * (t_o - tn)  # the positions are distinct: ``+=`` without fancy reads
-        per_e[i] = per_e.take(i) + frac * (t_o * Pf.take(kk) - tn * p_inst.take(i))
+        per_t[i] = 0.0 + frac * (t_o - tn)
+        per_e[i] = 0.0 + frac * (t_o * Pf.take(kk) - e_of(i, tn))
         la = la - frac * t_o
         pos = i + 1
         more = (la > 1e-15) & ~is_change.take(pos)
