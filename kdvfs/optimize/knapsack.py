@@ -88,15 +88,24 @@ class _Hulls(tuple):
     def sorted_segments(self, T: np.ndarray, E: np.ndarray) -> list[tuple[float, int, int]]:  # noqa: N803
         """(energy saved per second, kernel, position on its hull) of every hull segment, steepest first."""
         if self.segments is None:
-            segs = []
-            for k, h in enumerate(self):
-                th, eh = T[k, h].tolist(), E[k, h].tolist()
-                for j in range(len(h) - 1):
-                    dt = th[j + 1] - th[j]
-                    de = eh[j] - eh[j + 1]
-                    segs.append((de / max(dt, 1e-300), k, j))
-            segs.sort(key=lambda x: -x[0])
-            self.segments = segs
+            # every hull's consecutive points at once, the same differences and quotients as one at a time; then a
+            # stable sort on the negated rates, which keeps equal rates in kernel, then hull, order as Python's sort
+            # on the key -rate did (the rates are finite: hull times rise and profiles hold finite values)
+            lens = np.array([len(h) for h in self], dtype=np.int64)
+            if not len(lens) or lens.sum() == 0:
+                self.segments = []
+                return self.segments
+            row = np.repeat(np.arange(len(lens)), lens)
+            col = np.concatenate(self)
+            th, eh = T[row, col], E[row, col]
+            last = np.cumsum(lens) - 1  # a segment starts at every point but a hull's last
+            start = np.ones(len(col), dtype=bool)
+            start[last[lens > 0]] = False
+            at = np.flatnonzero(start)
+            rate = (eh[at] - eh[at + 1]) / np.maximum(th[at + 1] - th[at], 1e-300)
+            pos = at - np.repeat(np.cumsum(lens) - lens, lens)[at]
+            order = np.argsort(-rate, kind="stable")
+            self.segments = list(zip(rate[order].tolist(), row[at][order].tolist(), pos[order].tolist()))
         return self.segments
 
 
