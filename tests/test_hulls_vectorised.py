@@ -62,3 +62,23 @@ def test_degenerate_tables():
         hulls = kernel_hulls(T, E)
         assert len(hulls) == T.shape[0]
         assert hulls.sorted_segments(T, E) == _old_segments(list(hulls), T, E) == []
+
+
+def test_hulls_given_to_the_fast_solver_change_nothing_and_are_found_once(spaan_problem, monkeypatch):
+    """``solve_fast(..., hulls=kernel_hulls(T, E))`` is ``solve_fast(...)``; a problem's kernel-level waste
+    allocations look its hulls up once (``problem_hulls``), not once per slack."""
+    from kdvfs.optimize import Problem, granularity
+
+    pb = spaan_problem
+    for slack in (-1.0, 0.0, 2.0):
+        b = pb.budget(slack)
+        given = knapsack.solve_fast(pb.T, pb.E, pb.r, b, auto=pb.auto, hulls=kernel_hulls(pb.T, pb.E))
+        assert given == knapsack.solve_fast(pb.T, pb.E, pb.r, b, auto=pb.auto)
+    calls = []
+    real = knapsack.kernel_hulls
+    monkeypatch.setattr(granularity, "kernel_hulls", lambda T, E: calls.append(1) or real(T, E))
+    monkeypatch.setattr(knapsack, "kernel_hulls", lambda T, E: calls.append(1) or real(T, E))
+    fresh = Problem(pb.trace, pb.profile)
+    for slack in (-1.0, -0.5, 0.0, 1.0):
+        granularity.allocate(fresh, "waste", slack, "kernel", "global")
+    assert len(calls) == 1

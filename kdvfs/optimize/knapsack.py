@@ -204,7 +204,8 @@ def _split(counts: list[dict[int, int]], group: np.ndarray, r: np.ndarray) -> li
     return out
 
 
-def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
+def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None,
+               hulls: _Hulls | None = None) -> Allocation:
     """Lagrangian on the per-kernel hulls, the boundary kernels split integrally, then greedy use of the slack.
 
     Hull segments are taken in order of falling energy saved per second; a kernel whose next segment does not fit
@@ -213,7 +214,8 @@ def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto:
     optimum energy. Kernels with identical rows are solved as one item (``unique_rows``) and split back afterwards.
 
     A budget at (or below) the fastest total time returns ``fastest_allocation`` (``auto`` preferred where it is
-    fastest).
+    fastest). ``hulls``: ``kernel_hulls(T, E)`` where the caller holds it already (``kernel_hulls`` hashes both
+    tables on every call to find its cache entry); used where every row is distinct.
     """
     if _at_fastest(T, r, budget):
         return fastest_allocation(T, E, r, auto)
@@ -222,13 +224,14 @@ def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto:
         rr = np.bincount(group, weights=r, minlength=len(first)).astype(np.int64)
         a = _solve_fast(T[first], E[first], rr, budget)
         return Allocation(tuple(_split([dict(c) for c in a.counts], group, r)), a.solver, a.bound_energy_j)
-    return _solve_fast(T, E, r, budget)
+    return _solve_fast(T, E, r, budget, hulls)
 
 
-def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> Allocation:
+def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float,
+                hulls: _Hulls | None = None) -> Allocation:
     """The fast solver on distinct kernels (see ``solve_fast``)."""
     K = T.shape[0]
-    hulls = kernel_hulls(T, E)
+    hulls = kernel_hulls(T, E) if hulls is None else hulls
     # the walk reads Python floats and ints (the same IEEE values and operations as numpy's scalars, ~3× cheaper)
     hl = [h.tolist() for h in hulls]
     th = [T[k, h].tolist() for k, h in enumerate(hulls)]

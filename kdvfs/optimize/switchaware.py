@@ -17,8 +17,7 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import SwitchModel, get_gpu
 from kdvfs.modes import Mechanism
-from kdvfs.optimize.granularity import allocate
-from kdvfs.optimize.knapsack import kernel_hulls
+from kdvfs.optimize.granularity import allocate, problem_hulls
 from kdvfs.optimize.passbound import pass_member_floor
 from kdvfs.optimize.problem import Problem
 from kdvfs.prediction import Prediction, SwitchPlan
@@ -101,7 +100,7 @@ def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
     auto = pb.auto
     votes: dict[int, float] = {auto: np.inf}
     weight = (pb.r * pb.E[:, auto]).tolist()  # each kernel's energy at auto (the products numpy's scalars gave)
-    for k, hull in enumerate(kernel_hulls(pb.T, pb.E)):
+    for k, hull in enumerate(problem_hulls(pb)):
         w = weight[k]
         for s in hull.tolist():
             votes[s] = votes.get(s, 0.0) + w
