@@ -14,7 +14,7 @@ import zlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 
 import numpy as np
@@ -416,9 +416,12 @@ def _parse_body_plain(body: str, width: int, cols: tuple) -> _Parsed | None:
     del lines
     ik, ic, im, it, ip, isrc, ie = cols
     try:
-        keys, ki = _first_seen(fields[ik::width])
-        cores, cc = _first_seen(fields[ic::width])
-        mems, mc = _first_seen(fields[im::width])
+        # a kernel's rows are usually together and every kernel's settings in one order (what ``save_profile``
+        # writes): the key column is then runs of one length and the clock columns repeat with that period, and
+        # their indices come from one run or period (checked, else counted row by row: the same result)
+        keys, ki, run = _first_seen_runs(fields[ik::width])
+        cores, cc = _first_seen_periodic(fields[ic::width], run)
+        mems, mc = _first_seen_periodic(fields[im::width], run)
         core = [parse_clock(c, "core_mhz") for c in cores]
         mem = [parse_clock(m, "mem_mhz") for m in mems]
         tv = np.fromiter(map(float, fields[it::width]), dtype=float, count=n)
@@ -445,8 +448,32 @@ def _parse_body_plain(body: str, width: int, cols: tuple) -> _Parsed | None:
 
 def _first_seen(col: list[str]) -> tuple[dict[str, int], np.ndarray]:
     """Each distinct value's position in order of first appearance, and every entry's."""
+    if col and col[-1] == col[0] and col.count(col[0]) == len(col):  # one value throughout (a profile's source, often)
+        return {col[0]: 0}, np.zeros(len(col), dtype=np.int64)
     index = {v: i for i, v in enumerate(dict.fromkeys(col))}
     return index, np.fromiter(map(index.__getitem__, col), dtype=np.int64, count=len(col))
+
+
+def _first_seen_runs(col: list[str]) -> tuple[dict[str, int], np.ndarray, int]:
+    """``_first_seen``, and the length of the column's runs where it is runs of one length (0 where it is not)."""
+    n = len(col)
+    run = next((i for i, v in enumerate(col) if v != col[0]), n) if n else 0
+    if run and n % run == 0:
+        heads = col[::run]
+        if list(chain.from_iterable(repeat(h, run) for h in heads)) == col:
+            index, codes = _first_seen(heads)
+            return index, np.repeat(codes, run), run
+    index, codes = _first_seen(col)
+    return index, codes, 0
+
+
+def _first_seen_periodic(col: list[str], period: int) -> tuple[dict[str, int], np.ndarray]:
+    """``_first_seen`` of a column that may repeat with ``period`` (0: no period known)."""
+    n = len(col)
+    if 0 < period < n and n % period == 0 and col[period:] == col[:-period]:
+        index, codes = _first_seen(col[:period])  # every value appears in the first period, in the same order
+        return index, np.tile(codes, n // period)
+    return _first_seen(col)
 
 
 def _float_or_nan(x: str) -> float:

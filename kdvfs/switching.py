@@ -176,53 +176,65 @@ def _dense_switches(per_t: np.ndarray, per_e: np.ndarray, neq: np.ndarray, t_ins
     the "old" setting is the instance's own and the value is dropped); then the later instances of runs whose
     transition outlasts their first one, walked as before, a run ending where the next switch is."""
     n = len(setting)
-    # 1.0 where the boundary switches, 0.0 elsewhere: x·1 is x and x·0 is ±0, and +0 + ±0 is +0, so the values are
-    # kept where it switches and +0.0 elsewhere (as the zeros they replace), without a masked (branchy) copy
-    on = neq.astype(np.float64)
     kk = kernel[1:] * S
     kk += setting[:-1]
     t_old = Tf.take(kk)
     frac = np.divide(lag, t_old)
     np.minimum(frac, 1.0, out=frac)
-    # frac itself where it switches, +0.0 elsewhere (frac·on gives the same where frac is finite, but NaN where a
-    # zero-time entry meets a zero lag, 0/0, at a boundary that does not switch; the sparse walk never computes it)
-    fon = np.where(neq, frac, 0.0)
-    buf = np.subtract(t_old, t_inst[1:])
-    buf *= fon
-    np.add(buf, np.multiply(on, stall, out=per_t[1:]), out=per_t[1:])  # stall + frac·(t_old − t_new)
-    Pf.take(kk, out=buf)
-    buf *= t_old
-    if e_inst is None:
-        buf -= t_inst[1:] * p_inst[1:]
+    on = neq.astype(np.float64)
+    if lag > 0:
+        # frac is finite (at most 1), so (x·frac + stall)·on is the value where the boundary switches (×1.0 is exact)
+        # and +0.0 elsewhere (a finite number ×0.0), as the zeros it replaces
+        fon = frac
+        buf = np.subtract(t_old, t_inst[1:])
+        buf *= frac
+        buf += stall
+        np.multiply(buf, on, out=per_t[1:])  # stall + frac·(t_old − t_new)
+        Pf.take(kk, out=buf)
+        buf *= t_old
+        buf -= t_inst[1:] * p_inst[1:] if e_inst is None else e_inst[1:]
+        buf *= frac
+        buf += stall * idle_power_w
+        np.multiply(buf, on, out=per_e[1:])  # stall·idle + frac·(t_old·p_old − e_new)
     else:
-        buf -= e_inst[1:]
-    buf *= fon
-    np.add(buf, np.multiply(on, stall * idle_power_w, out=per_e[1:]), out=per_e[1:])  # stall·idle + frac·(…)
-    np.multiply(frac, t_old, out=buf)
-    np.subtract(lag, buf, out=buf)  # the lag left after the first instance: lag − frac·t_old
-    # runs whose lag outlasts their first instance and that have a second one (the next boundary does not switch)
-    walk = buf > 1e-15
-    walk &= neq
-    walk[:-1] &= ~neq[1:]
-    walk[-1] = False
-    first = np.flatnonzero(walk)
+        # without a lag a zero-time entry gives 0/0 = NaN at a boundary that may not switch (the sparse walk never
+        # computes it there): frac where it switches, +0.0 elsewhere, by a select; x·fon + on·stall then keeps the
+        # value where it switches and is +0.0 elsewhere
+        fon = np.where(neq, frac, 0.0)
+        buf = np.subtract(t_old, t_inst[1:])
+        buf *= fon
+        np.add(buf, np.multiply(on, stall, out=per_t[1:]), out=per_t[1:])
+        Pf.take(kk, out=buf)
+        buf *= t_old
+        buf -= t_inst[1:] * p_inst[1:] if e_inst is None else e_inst[1:]
+        buf *= fon
+        np.add(buf, np.multiply(on, stall * idle_power_w, out=per_e[1:]), out=per_e[1:])
+    # runs that have a second instance (the boundary switches, the next one does not): the lag left after their first
+    # instance, lag − frac·t_old, computed on those boundaries only; the run is walked where some is left
+    cand = np.flatnonzero(np.greater(neq[:-1], neq[1:]))  # a > b is a and not b, for booleans
+    la = np.subtract(lag, fon.take(cand) * t_old.take(cand))  # fon is frac where the boundary switches
+    keep = la > 1e-15
+    first = cand[keep]
     if not len(first):
         return
+    la = la[keep]
     is_change = np.empty(n + 1, dtype=bool)
     is_change[0] = False
     is_change[1:n] = neq
     is_change[n] = True  # the end of the sequence ends every run
     pos = first + 2  # the second instance of the run that starts at boundary first + 1
     old = setting.take(first)
-    la = buf.take(first)
+    # the walked instances are inside runs (their boundary does not switch), each visited once: their extras are the
+    # +0.0 the first pass wrote, so ``+=`` is ``0.0 +`` (which also keeps a −0.0 product from reaching them)
+    e_of = (lambda i, tn: tn * p_inst.take(i)) if e_inst is None else (lambda i, tn: e_inst.take(i))
     while len(pos):
         i = pos
         kk = kernel.take(i) * S + old
         t_o = Tf.take(kk)
         tn = t_inst.take(i)
         frac = np.minimum(1.0, la / t_o)
-        per_t[i] = per_t.take(i) + frac * (t_o - tn)  # the positions are distinct: ``+=`` without fancy reads
-        per_e[i] = per_e.take(i) + frac * (t_o * Pf.take(kk) - tn * p_inst.take(i))
+        per_t[i] = 0.0 + frac * (t_o - tn)
+        per_e[i] = 0.0 + frac * (t_o * Pf.take(kk) - e_of(i, tn))
         la = la - frac * t_o
         pos = i + 1
         more = (la > 1e-15) & ~is_change.take(pos)

@@ -78,6 +78,16 @@ def test_bundled_profiles_read_alike(name, monkeypatch):
     lambda s: s.replace("1800.0", "fast"),
     lambda s: s.replace(",source,eff_core_mhz", ",source,other").replace(",measured,1900.0", ",measured,x"),
     lambda s: s.split("\n", 2)[0] + "\n" + s.split("\n", 2)[1] + "\n",  # a header and no rows
+    # kernel rows in runs of one length and clock columns that repeat with it are indexed from one run or period:
+    # the rows out of that shape are counted row by row
+    lambda s: s.replace("b.1,210,auto,5.000000e-03", "b.1,210,auto,5.000000e-03").replace(
+        "b.1,auto,auto,4.000000e-03,310.0,1.24e+00,fitted,1800.0\nb.1,210,auto", "b.1,210,auto").replace(
+        "b.1,210,405,6.000000e-03,95.0,5.7e-01,fitted,210.0\n",
+        "b.1,210,405,6.000000e-03,95.0,5.7e-01,fitted,210.0\nb.1,auto,auto,4.000000e-03,310.0,1.24e+00,fitted,1800.0\n"),
+    lambda s: s.replace("a.0,210,405", "c.2,210,405"),  # runs of unequal lengths
+    lambda s: s.replace("b.1,auto,auto", "a.0,auto,auto").replace("a.0,210,405", "b.1,210,405"),  # keys interleaved
+    lambda s: s.replace("a.0,210,auto", "a.0,225,auto"),  # the clocks do not repeat
+    lambda s: s.replace(",model,", ",fitted,").replace(",measured,", ",fitted,").replace(",,\n", ",fitted,\n"),
 ])
 @pytest.mark.parametrize("gz", [False, True])
 def test_edge_files_read_alike(edit, gz, tmp_path, monkeypatch):

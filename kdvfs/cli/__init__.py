@@ -90,7 +90,24 @@ def _fill_help(parser: argparse.ArgumentParser) -> None:
             act.help = _HELP[act.dest]
 
 
-def build_parser() -> argparse.ArgumentParser:
+_MODULES = (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter, summarize)
+"""The verb modules, in the order ``kdvfs --help`` lists their verbs."""
+
+_MODULE_OF = {"trace": trace, "record": trace, "analyze": analyze, "results": analyze, "gpu": catalog,
+              "profile": catalog, "optimize": optimize, "frontier": optimize, "reproduce": optimize,
+              "compare": optimize, "simulate": sim, "whatif": sim, "demo": sim, "sweep": hw, "validate": hw,
+              "reset-clocks": hw, "simulate-ranks": multi, "characterize": characterize,
+              "measure-steps": characterize, "calibrate-h200": characterize, "limiter": limiter,
+              "validate-steps": limiter, "summarize": summarize}
+"""Which module registers each verb: where the command line names one, only that module's verbs are registered
+(building all ~300 options costs a short command ~3 % of its time). A verb missing here is found by registering the
+modules in order (``tests/test_cli_lazy.py`` holds the entries right)."""
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser. With ``verb``, only the module that registers it is registered (that verb's command lines
+    parse, fail and show help exactly as with every module: a verb's options, messages and usage are its own
+    subparser's); a verb no module registers, or None, gives the full parser."""
     from kdvfs import __version__
 
     p = _Parser(prog="kdvfs", description="Kernel-level DVFS for LLM training.")
@@ -102,14 +119,29 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
         return sp
 
-    for m in (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter, summarize):
+    hint = _MODULE_OF.get(verb) if verb is not None else None
+    order = _MODULES if hint is None else (hint,) + tuple(m for m in _MODULES if m is not hint)
+    for m in order:
         m.register(sub, j)
+        if verb is not None and verb in sub.choices:
+            break
+    else:
+        if hint is not None:  # the verb is no module's: the full parser, in its order, for the message naming the verbs
+            return build_parser()
     _fill_help(p)
     return p
 
 
+def _verb_of(argv: list[str]) -> str | None:
+    """The verb a command line names, where it is plain: the first word, after nothing but ``-v``/``--verbose``."""
+    for arg in argv:
+        if arg not in ("-v", "--verbose"):
+            return None if arg.startswith("-") else arg
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_verb_of(sys.argv[1:] if argv is None else list(argv)))
     try:
         a = parser.parse_args(argv)
     except SystemExit as e:

@@ -11,11 +11,11 @@ import numpy as np
 
 from kdvfs.errors import InputError
 from kdvfs.modes import Granularity, Objective, Scope
-from kdvfs.optimize.knapsack import kernel_hulls, solve_fast, solve_local, solve_milp
+from kdvfs.optimize.knapsack import _Hulls, kernel_hulls, solve_fast, solve_local, solve_milp
 from kdvfs.optimize.problem import Allocation, Problem, check_objective, check_slack
 from kdvfs.schedule import Schedule
 
-__all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule"]
+__all__ = ["GRANULARITIES", "SCOPES", "optimize", "allocate", "allocate_schedule", "problem_hulls"]
 
 GRANULARITIES = Granularity.values()
 SCOPES = Scope.values()
@@ -107,7 +107,13 @@ def _kernel_waste(q: _Request) -> Allocation:
     budget = pb.budget(q.slack_pct)
     if q.solver == "milp":
         return solve_milp(pb.T, pb.E, pb.r, budget, auto=pb.auto)
-    return solve_fast(pb.T, pb.E, pb.r, budget, auto=pb.auto)
+    return solve_fast(pb.T, pb.E, pb.r, budget, auto=pb.auto, hulls=problem_hulls(pb))
+
+
+def problem_hulls(pb: Problem) -> _Hulls:
+    """``kernel_hulls`` of the problem's tables, found once per problem (memoised on it: the switch-aware portfolio
+    solves one problem at up to eight slacks, and each lookup in the shared cache hashes both tables)."""
+    return pb.memo(("kernel-hulls",), lambda: kernel_hulls(pb.T, pb.E))
 
 
 # grouped strategies (static, pass): the kernels of a group share one setting -------------------------------------------

@@ -88,15 +88,24 @@ class _Hulls(tuple):
     def sorted_segments(self, T: np.ndarray, E: np.ndarray) -> list[tuple[float, int, int]]:  # noqa: N803
         """(energy saved per second, kernel, position on its hull) of every hull segment, steepest first."""
         if self.segments is None:
-            segs = []
-            for k, h in enumerate(self):
-                th, eh = T[k, h].tolist(), E[k, h].tolist()
-                for j in range(len(h) - 1):
-                    dt = th[j + 1] - th[j]
-                    de = eh[j] - eh[j + 1]
-                    segs.append((de / max(dt, 1e-300), k, j))
-            segs.sort(key=lambda x: -x[0])
-            self.segments = segs
+            # every hull's consecutive points at once, the same differences and quotients as one at a time; then a
+            # stable sort on the negated rates, which keeps equal rates in kernel, then hull, order as Python's sort
+            # on the key -rate did (the rates are finite: hull times rise and profiles hold finite values)
+            lens = np.array([len(h) for h in self], dtype=np.int64)
+            if not len(lens) or lens.sum() == 0:
+                self.segments = []
+                return self.segments
+            row = np.repeat(np.arange(len(lens)), lens)
+            col = np.concatenate(self)
+            th, eh = T[row, col], E[row, col]
+            last = np.cumsum(lens) - 1  # a segment starts at every point but a hull's last
+            start = np.ones(len(col), dtype=bool)
+            start[last[lens > 0]] = False
+            at = np.flatnonzero(start)
+            rate = (eh[at] - eh[at + 1]) / np.maximum(th[at + 1] - th[at], 1e-300)
+            pos = at - np.repeat(np.cumsum(lens) - lens, lens)[at]
+            order = np.argsort(-rate, kind="stable")
+            self.segments = list(zip(rate[order].tolist(), row[at][order].tolist(), pos[order].tolist()))
         return self.segments
 
 
@@ -195,7 +204,8 @@ def _split(counts: list[dict[int, int]], group: np.ndarray, r: np.ndarray) -> li
     return out
 
 
-def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None) -> Allocation:
+def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto: int | None = None,
+               hulls: _Hulls | None = None) -> Allocation:
     """Lagrangian on the per-kernel hulls, the boundary kernels split integrally, then greedy use of the slack.
 
     Hull segments are taken in order of falling energy saved per second; a kernel whose next segment does not fit
@@ -204,7 +214,8 @@ def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto:
     optimum energy. Kernels with identical rows are solved as one item (``unique_rows``) and split back afterwards.
 
     A budget at (or below) the fastest total time returns ``fastest_allocation`` (``auto`` preferred where it is
-    fastest).
+    fastest). ``hulls``: ``kernel_hulls(T, E)`` where the caller holds it already (``kernel_hulls`` hashes both
+    tables on every call to find its cache entry); used where every row is distinct.
     """
     if _at_fastest(T, r, budget):
         return fastest_allocation(T, E, r, auto)
@@ -213,13 +224,14 @@ def solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float, auto:
         rr = np.bincount(group, weights=r, minlength=len(first)).astype(np.int64)
         a = _solve_fast(T[first], E[first], rr, budget)
         return Allocation(tuple(_split([dict(c) for c in a.counts], group, r)), a.solver, a.bound_energy_j)
-    return _solve_fast(T, E, r, budget)
+    return _solve_fast(T, E, r, budget, hulls)
 
 
-def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float) -> Allocation:
+def _solve_fast(T: np.ndarray, E: np.ndarray, r: np.ndarray, budget: float,
+                hulls: _Hulls | None = None) -> Allocation:
     """The fast solver on distinct kernels (see ``solve_fast``)."""
     K = T.shape[0]
-    hulls = kernel_hulls(T, E)
+    hulls = kernel_hulls(T, E) if hulls is None else hulls
     # the walk reads Python floats and ints (the same IEEE values and operations as numpy's scalars, ~3× cheaper)
     hl = [h.tolist() for h in hulls]
     th = [T[k, h].tolist() for k, h in enumerate(hulls)]
