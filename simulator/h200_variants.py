@@ -23,12 +23,12 @@ FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/s
 SESSION7_FIT = "validation/h200/fidelity/session7_fit.json"
 
 
-def _steps(spec, gap_w: float, root: Path) -> dict:
+def _steps(spec, gap_w: float, root: Path, folders=FOLDERS, thermal=None) -> dict:
     from simulator.stepcheck import check_steps
 
     out = {}
-    for d in FOLDERS:
-        r = check_steps(root / d, spec, gap_power_w=gap_w)
+    for d in folders:
+        r = check_steps(root / d, spec, gap_power_w=gap_w, thermal=thermal)
         e = {x["model"]: x["error"]["limiter_with_gaps"] for x in r["steps"] if "error" in x}
         out[d] = {"met": r["met"], "energy_pct": {m: round(v["energy_pct"], 2) for m, v in e.items()},
                   "median_clock_pct": {m: round(v["median_clock_pct"], 2) for m, v in e.items()}}
@@ -40,24 +40,39 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default="validation/h200/small_kernels/variants.json")
+    ap.add_argument("--variant", action="append", help="only this structure (repeatable; default: every VARIANTS "
+                    "entry and session 7's stored fit); STRUCTURE@GAP_MODEL fits it with that gap model "
+                    "(kdvfs.calibrate_h200.GAP_MODELS), e.g. warp-occupancy+conv-dot@thermal")
+    ap.add_argument("--steps", action="append", help="check the steps of this folder for every variant fitted "
+                    "(repeatable; default: the variants of STEPS_FOR on FOLDERS)")
     a = ap.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
     data = [str(root / p) for p in DEFAULT_DATA]
     rows = []
-    s7 = json.loads((root / SESSION7_FIT).read_text())  # the session-7 bundled fit (six files, no structure)
-    rows.append({"variant": "session 7 as bundled (six files, none)", "zoo_all": None, "zoo_heldout": None,
-                 "params": s7["params"], "steps": _steps(spec_from_fit(s7), s7["params"]["gap_power_w"], root)})
-    for v in VARIANTS:
-        doc = run_h200_fit(data, command=f"kdvfs calibrate-h200 --structure {v} --no-bundle", structure=v)
+    if not a.variant:
+        s7 = json.loads((root / SESSION7_FIT).read_text())  # the session-7 bundled fit (six files, no structure)
+        rows.append({"variant": "session 7 as bundled (six files, none)", "zoo_all": None, "zoo_heldout": None,
+                     "params": s7["params"], "steps": _steps(spec_from_fit(s7), s7["params"]["gap_power_w"], root)})
+    from kdvfs.thermal import thermal_from_params
+
+    for vg in a.variant or VARIANTS:
+        v, _, gm = vg.partition("@")
+        doc = run_h200_fit(data, command=f"kdvfs calibrate-h200 --structure {v} --no-bundle"
+                           + (f" --gap-model {gm}" if gm else ""), structure=v, **({"gap_model": gm} if gm else {}))
         f, h = doc["fit"], doc["heldout"]["test"]
-        row = {"variant": v, "zoo_all": [f["meet_both"], f["kernels"]], "zoo_heldout": [h["meet_both"], h["kernels"]],
+        row = {"variant": vg, "zoo_all": [f["meet_both"], f["kernels"]], "zoo_heldout": [h["meet_both"], h["kernels"]],
                "zoo_first90": sum(o["meets_both"] for o in f["per_kernel"][:90]),
                "power_rms_pct": round(f["power_rms_error_pct"], 2), "params": doc["params"]}
-        if v in STEPS_FOR:
-            row["steps"] = _steps(spec_from_fit(doc), doc["params"]["gap_power_w"], root)
+        if a.steps or v in STEPS_FOR:
+            row["steps"] = _steps(spec_from_fit(doc), doc["params"]["gap_power_w"], root, tuple(a.steps or FOLDERS),
+                                  thermal_from_params(doc["params"]))
         rows.append(row)
         print(v, row["zoo_all"], row["zoo_heldout"], {d: s["met"] for d, s in row.get("steps", {}).items()}, flush=True)
-    doc = {"command": "python -m scripts.h200_structure_variants", "data": list(DEFAULT_DATA),
+    import shlex
+    import sys
+
+    cmd = " ".join(["python -m scripts.h200_structure_variants", *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
+    doc = {"command": cmd, "data": list(DEFAULT_DATA),
            "rule": "keep a structure only if the zoo's held-out split (file-then-zoo order, even fitted, odd checked) "
                    "gains; the steps are checked read-only",
            "variants": rows}

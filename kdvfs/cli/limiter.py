@@ -236,7 +236,12 @@ def cmd_validate_steps(a) -> int:
                          f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     gap_w = a.gap_power if a.gap_power is not None else gap_default
-    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
+    from kdvfs.thermal import thermal_for
+
+    # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
+    # power of the temperature its own predicted average power holds
+    thermal = thermal_for(spec) if a.gap_power is None else None
+    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
     if a.output:
         _write_json(doc, a.output)
     if a.plot and doc["met"]["of"]:

@@ -1,0 +1,67 @@
+"""The thermal gap model (kdvfs.thermal): the idle card's power against its temperature, and the operating point."""
+
+from __future__ import annotations
+
+import pytest
+
+from kdvfs.errors import InputError
+from kdvfs.thermal import ThermalModel, fit_gap_line, fit_operating_point, thermal_from_params
+
+
+def _th(**kw) -> ThermalModel:
+    base = dict(gap_ref_w=120.0, ref_c=40.0, gap_w_per_c=1.0, ambient_c=30.0, c_per_w=0.03)
+    return ThermalModel(**(base | kw))
+
+
+def test_gap_power_is_a_line_in_temperature():
+    th = _th()
+    assert th.gap_power_w(40.0) == pytest.approx(120.0)
+    assert th.gap_power_w(50.0) == pytest.approx(130.0)
+    assert th.operating_c(600.0) == pytest.approx(48.0)
+
+
+def test_solve_gap_is_the_fixed_point_of_the_operating_point():
+    th = _th()
+    e_j, t_s, g_s = 6.0, 0.01, 0.02  # kernels at 600 W for 10 ms, then 20 ms idle
+    temp_c, gap_w = th.solve_gap(e_j, t_s, g_s)
+    # the step's average power with the gaps at that power gives back the same temperature
+    avg_w = (e_j + g_s * gap_w) / (t_s + g_s)
+    assert th.operating_c(avg_w) == pytest.approx(temp_c, rel=1e-12)
+    assert gap_w == pytest.approx(th.gap_power_w(temp_c), rel=1e-12)
+    # no gap: the kernels' power alone sets the temperature
+    assert th.solve_gap(e_j, t_s, 0.0)[0] == pytest.approx(th.operating_c(600.0))
+
+
+def test_a_flat_gap_line_is_the_old_gap_power():
+    # slope 0: every temperature gives the reference power (the session-5 median)
+    th = _th(gap_w_per_c=0.0)
+    assert th.solve_gap(6.0, 0.01, 0.05)[1] == pytest.approx(120.0)
+
+
+def test_fit_gap_line_recovers_a_line_and_refuses_a_flat_spread():
+    rows = [{"power_w": 100.0 + 0.8 * (t - 30.0), "temperature_c": t} for t in (30.0, 35.0, 42.0, 50.0)]
+    g0, ref, k = fit_gap_line(rows)
+    assert k == pytest.approx(0.8)
+    assert g0 == pytest.approx(100.0 + 0.8 * (ref - 30.0))
+    cold = [{"power_w": p, "temperature_c": 33.0} for p in (116.0, 117.0, 118.0)]
+    assert fit_gap_line(cold) == pytest.approx((117.0, 33.0, 0.0))
+
+
+def test_fit_operating_point():
+    rows = [{"power_w": p, "temperature_c": 30.0 + 0.03 * p} for p in (120.0, 300.0, 690.0)]
+    amb, r = fit_operating_point(rows)
+    assert amb == pytest.approx(30.0) and r == pytest.approx(0.03)
+
+
+def test_bad_input_names_the_thing_and_the_fix():
+    with pytest.raises(InputError, match="temperature_c.*kdvfs characterize"):
+        fit_gap_line([{"power_w": 117.0}])
+    with pytest.raises(InputError, match="gap_w_per_c.*calibrate-h200"):
+        _th(gap_w_per_c=-1.0)
+    with pytest.raises(InputError, match="c_per_w must be a finite number"):
+        _th(c_per_w=float("nan"))
+    with pytest.raises(InputError, match=r"params\['thermal'\].*calibrate-h200"):
+        thermal_from_params({"thermal": {"gap_ref_w": 1.0}}, "fit.json")
+    assert thermal_from_params({"gap_power_w": 117.0}) is None
+    with pytest.raises(InputError, match="no stable temperature"):
+        _th(c_per_w=2.0, gap_w_per_c=1.0).solve_gap(0.1, 0.001, 1.0)
