@@ -84,9 +84,14 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
            "limiter": limited()}
     if measured_time_s is not None and (gap_power_w is not None or thermal is not None):
         g = max(measured_time_s - busy, 0.0)  # host time: the measured step less the recorded kernels
-        if thermal is not None:
+        if thermal is not None and g > 0:
+            # the temperature of the step's own predicted average power: first from the kernels alone, then from
+            # the kernels as the limiter runs them beside the gaps (a gap lowers the window's average, so they run
+            # faster and draw more); two rounds move the temperature by < 0.1 °C more
             lk = out["limiter"]
             temp_c, gap_power_w = thermal.solve_gap(lk["energy_j"], lk["time_s"], g)
+            r1 = limited((g, gap_power_w))
+            temp_c, gap_power_w = thermal.solve_gap(r1["energy_j"] - g * gap_power_w, r1["time_s"] - g, g)
             out["thermal"] = {"operating_c": temp_c, "gap_power_w": gap_power_w}
         out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g, "gap_s": g,
                                      "energy_j": pb.auto_energy_j + g * gap_power_w,

@@ -65,3 +65,32 @@ def test_bad_input_names_the_thing_and_the_fix():
     assert thermal_from_params({"gap_power_w": 117.0}) is None
     with pytest.raises(InputError, match="no stable temperature"):
         _th(c_per_w=2.0, gap_w_per_c=1.0).solve_gap(0.1, 0.001, 1.0)
+
+
+def test_step_check_prices_gaps_at_the_operating_temperature(tmp_path):
+    """A flat gap line is the old check to the last digit; a slope adds the gaps' warm share and reports the
+    temperature the step's own predicted power holds."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from kdvfs.gpus import get_gpu
+    from simulator.stepcheck import check_steps
+
+    root = Path(__file__).resolve().parents[1] / "validation/h200/steps"
+    st = [s for s in json.loads((root / "steps.json").read_text())["steps"] if s["model"] == "block-bf16"]
+    (tmp_path / "steps.json").write_text(json.dumps({"format": "kdvfs-steps/1", "gpu": "NVIDIA H200", "steps": st}))
+    shutil.copy(root / st[0]["trace"], tmp_path / st[0]["trace"])
+    spec = get_gpu("h200")
+    old = check_steps(tmp_path, spec, gap_power_w=120.0)["steps"][0]
+    flat = check_steps(tmp_path, spec, gap_power_w=1.0, thermal=_th(gap_w_per_c=0.0))["steps"][0]
+    assert flat["predicted"]["limiter_with_gaps"]["energy_j"] == pytest.approx(
+        old["predicted"]["limiter_with_gaps"]["energy_j"], rel=1e-12)
+    th = _th(gap_w_per_c=1.0)
+    warm = check_steps(tmp_path, spec, gap_power_w=1.0, thermal=th)
+    r = warm["steps"][0]["predicted"]
+    temp_c, gap_w = r["thermal"]["operating_c"], r["thermal"]["gap_power_w"]
+    assert gap_w == pytest.approx(th.gap_power_w(temp_c)) and gap_w > 120.0
+    avg_w = r["limiter_with_gaps"]["energy_j"] / r["limiter_with_gaps"]["time_s"]
+    assert th.operating_c(avg_w) == pytest.approx(temp_c, abs=0.1)
+    assert warm["thermal"] == th.to_dict() and warm["judged_on"] == "limiter_with_gaps"
