@@ -481,12 +481,14 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
 
 
 DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
-                     for i in ("", "2", "3", "4", "5", "6", "8", "10"))
+                     for i in ("", "2", "3", "4", "5", "6", "8", "10", "11"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
 zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the
 small-kernel set with launch grids (session 8) and every duty entry measured again the probe's way (session 8,
 ``characterization10``: its rows replace the same entries of files 4–6 in place, and add the held-duty entries; see
-``load_rows``). Not ``characterization7.json.gz`` (the held-duty set measured the old way: the measuring loop's
+``load_rows``) and the set measured on a warm card right after training steps (session 9, ``characterization11``:
+gap entries as the card cools, warm repeats of two graph replays, duty entries with 50 and 200 µs gaps). Not
+``characterization7.json.gz`` (the held-duty set measured the old way: the measuring loop's
 energy-counter reads, ~3 ms each, idled the GPU a quarter of each period) nor ``characterization9.json.gz`` (the same
 entries in 50 ms chunks, a first try); ``kdvfs calibrate-h200 --check`` reports them."""
 
@@ -495,7 +497,10 @@ GAP_MODELS = ("median", "thermal")
 """How the fit prices the GPU idle (a duty or launch-bound entry's idle share, a step's host gaps): ``median``, the
 median power of the zoo's ``gap`` entries (sessions 5–8); ``thermal``, the gap entries' power as a line in the
 card's temperature (``kdvfs.thermal``), each zoo entry's idle share at its own recorded temperature."""
-DEFAULT_GAP_MODEL = "median"
+DEFAULT_GAP_MODEL = "thermal"
+"""The bundled model's (session 9), chosen by the zoo's held-out split on the nine default files with the bundled
+structure: median 37 of 62, thermal 39 (validation/h200/thermal/variants_zoo.json, every structure refitted with
+both)."""
 
 
 def prepared_rows(data, gap_model: str = DEFAULT_GAP_MODEL) -> tuple[list[dict], float | None, list[str], list[dict]]:
@@ -546,7 +551,7 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE, ga
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "114 kernels)")
+                         "124 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")

@@ -277,7 +277,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
-                         "validation/h200/characterization/characterization.json.gz, characterization2 … 6, 8 and 10.json.gz)")
+                         "validation/h200/characterization/characterization.json.gz, characterization2 … 6, 8, 10 and 11.json.gz)")
     sp.add_argument("-o", "--output",
                     help=f"file to write (default: {_DEFAULT_FIT_OUTPUT}; with --check, the check's report, written only "
                          "if given); an existing file is replaced only if it is a result of the same kind")
