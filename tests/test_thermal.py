@@ -94,3 +94,43 @@ def test_step_check_prices_gaps_at_the_operating_temperature(tmp_path):
     avg_w = r["limiter_with_gaps"]["energy_j"] / r["limiter_with_gaps"]["time_s"]
     assert th.operating_c(avg_w) == pytest.approx(temp_c, abs=0.1)
     assert warm["thermal"] == th.to_dict() and warm["judged_on"] == "limiter_with_gaps"
+
+
+def test_zoo_rows_take_the_gap_power_of_their_temperature():
+    """--gap-model thermal: each zoo entry carries the gap line's power at its recorded temperature; with the session-5
+    gap entries alone (one temperature) the line is flat and every row takes the old median."""
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, gap_power, gap_thermal, load_rows, prepared_rows
+
+    root = Path(__file__).resolve().parents[1]
+    data = [root / p for p in DEFAULT_DATA]
+    rows, warm_w, _, _ = prepared_rows(data, "thermal")
+    k_rows, gaps, _, _ = load_rows(data)
+    th = gap_thermal(k_rows, gaps)
+    assert 0.3 < th.gap_w_per_c < 1.5 and 110 < th.gap_ref_w < 125  # two leases' gap entries, 32–38 °C
+    hot = next(r for r in rows if r["name"] == "duty_gelu_bf16_32MiB_x20_gap50us")
+    assert hot["gap_power_w"] == pytest.approx(th.gap_power_w(hot["temperature_c"]))
+    assert warm_w > th.gap_ref_w  # the zoo's kernels ran warmer than its gap entries
+    old = [root / p for p in DEFAULT_DATA if "characterization11" not in p]
+    rows8, gap8, _, _ = prepared_rows(old, "thermal")
+    assert gap8 == pytest.approx(gap_power(load_rows(old)[1]))
+    assert all(r.get("gap_power_w", gap8) == pytest.approx(gap8) for r in rows8)
+
+
+def test_gap_model_is_checked_and_the_bundled_fit_has_its_thermal_line():
+    import json
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import DEFAULT_GAP_MODEL, run_h200_fit
+    from kdvfs.gpus import get_gpu
+    from kdvfs.thermal import thermal_for
+
+    with pytest.raises(InputError, match="gap model 'warm' is not one of median, thermal"):
+        run_h200_fit([], gap_model="warm")
+    fit = json.loads((Path(__file__).resolve().parents[1] / "traces/h200.fit.json").read_text())
+    assert fit["gap_model"] == DEFAULT_GAP_MODEL == "thermal"
+    th = thermal_for(get_gpu("h200"))
+    assert th is not None and th.to_dict() == pytest.approx(fit["params"]["thermal"])
+    # the one number for uses without an operating point: the line at the zoo kernels' median temperature
+    assert fit["params"]["gap_power_w"] == pytest.approx(th.gap_power_w(52.0))
