@@ -17,6 +17,7 @@ import argparse
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     root = Path(__file__).resolve().parents[1]
     rows = step_rows(root)
     held = [r for r in rows if r["set"] == "steps"]
-    doc = {"command": "python -m scripts.h200_thermal_diagnosis" + (f" -o {a.output}" if argv else ""),
+    doc: dict[str, Any] = {"command": "python -m scripts.h200_thermal_diagnosis" + (f" -o {a.output}" if argv else ""),
            "checks": [c[1] for c in CHECKS], "held_out_23": _split(held),
            "seen": _split([r for r in rows if r["set"] != "steps"]), "all": _split(rows),
            "zoo": zoo_temperature(root), "steps": rows}

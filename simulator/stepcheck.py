@@ -93,6 +93,8 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
             r1 = limited((g, gap_power_w))
             temp_c, gap_power_w = thermal.solve_gap(r1["energy_j"] - g * gap_power_w, r1["time_s"] - g, g)
             out["thermal"] = {"operating_c": temp_c, "gap_power_w": gap_power_w}
+        elif gap_power_w is None:  # no gap: its power does not enter the step
+            gap_power_w = thermal.gap_ref_w
         out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g, "gap_s": g,
                                      "energy_j": pb.auto_energy_j + g * gap_power_w,
                                      # in the gaps the clock stays where the step left it
