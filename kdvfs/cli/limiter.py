@@ -150,8 +150,12 @@ def _evidence_markdown(name: str, ev: dict) -> list[str]:
     if "steps" in ev:  # a validate-steps report
         judged = ev.get("judged_on", "limiter")
         iso = "isolated_with_gaps" if judged == "limiter_with_gaps" else "isolated"
+        th = ev.get("thermal")
+        gap = (f"at the gap power of the temperature each step's predicted power holds ({th['gap_ref_w']:.1f} W at "
+               f"{th['ref_c']:.1f} °C, {th['gap_w_per_c']:+.2f} W/°C; kdvfs.thermal)" if isinstance(th, dict)
+               else f"at {ev.get('gap_power_w') or 0:.1f} W")
         out = [f"## Measured: real training steps on the card (`{name}`)", "",
-               f"`{ev.get('command', '')}`; host time between steps as GPU idle at {ev.get('gap_power_w') or 0:.1f} W. "
+               f"`{ev.get('command', '')}`; host time between steps as GPU idle {gap}. "
                f"Targets ±{ev['targets']['energy_pct']} % energy, ±{ev['targets']['median_clock_pct']} % median clock: "
                f"met {ev['met']['energy']} / {ev['met']['of']} (energy), {ev['met']['clock']} / {ev['met']['of']} (clock).",
                "", "| step | measured J | measured median MHz | isolated ΔE % | limiter ΔE % | limiter Δclock % |",
