@@ -322,7 +322,9 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", help="write the report as JSON")
     sp.add_argument("--plot", metavar="PNG", help="also draw each step's energy and clock error against the targets")
     sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
-                                                    "default: the bundled card fit's gap_power_w, measured by the zoo's gap entries; else the "
+                                                    "default: the bundled card fit's thermal gap line at the temperature "
+                                                    "each step's predicted power holds (kdvfs.thermal), or its "
+                                                    "gap_power_w, measured by the zoo's gap entries; else the "
                                                     "limiter fit's idle plant)")
     sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
     sp.set_defaults(fn=cmd_validate_steps)
