@@ -146,6 +146,41 @@ def adamw_as_trace(root: Path, name: str = "adamw_fp32_100M") -> dict:
             "achieved_tb_s_by_estimate": round(float(sum(w.bytes for w, _ in ws) / t.sum() / 1e12), 2)}
 
 
+SHIFT_STEPS = ("bert-large-b8", "mistral-0.4b-b2", "pythia-410m-b4", "block-bf16-b2", "llama-0.5b-b2", "gpt2-medium-b4")
+
+
+def class_shift(root: Path, steps=SHIFT_STEPS, before: str = "validation/h200/fidelity/session7_fit.json") -> dict:
+    """Where the kernels' predicted energy moved between session 7's fit and the bundled one, on the small-batch
+    steps (each kernel alone at auto, ``kdvfs.model.evaluate``; no limiter, no gaps): per class — GEMM and attention,
+    the optimizer, other kernels filling under half the card's thread slots, the rest — joules per step before and
+    now, beside the step's measured energy less the bundled check's prediction (its deficit)."""
+    from kdvfs.calibrate_h200 import spec_from_fit
+    from kdvfs.gpus import get_gpu
+    from kdvfs.importers import import_kineto
+    from kdvfs.model import default_params, evaluate
+    from kdvfs.occupancy import thread_occupancies
+
+    old = spec_from_fit(json.loads((root / before).read_text()))
+    new = get_gpu("h200")
+    chk = {r["model"]: r for r in json.loads((root / CHECKS[0][1]).read_text())["steps"] if "measured" in r}
+    out = {}
+    for m in steps:
+        tr = import_kineto(root / CHECKS[0][2] / f"{m}.kineto.json.gz", name=m).trace
+        occ = thread_occupancies([k.grid for k in tr.kernels], [k.block for k in tr.kernels], 132)
+        cls = ["gemm+attention" if k.category in ("gemm", "attention") else "optimizer" if k.category == "optimizer"
+               else "other, occupancy < 0.5" if o is not None and o < 0.5 else "other" for k, o in zip(tr.kernels, occ)]
+        e = {}
+        for tag, sp in (("session7_j", old), ("now_j", new)):
+            ev = evaluate(sp, default_params(tr, sp), np.array([0]), np.array([0]))
+            ej = ev.energy_j[:, 0] * tr.repeats
+            for c in set(cls):
+                e.setdefault(c, {})[tag] = round(float(sum(x for x, y in zip(ej, cls) if y == c)), 3)
+        r = chk[m]
+        out[m] = {"classes": e, "deficit_j": round(float(r["measured"]["energy_j"]
+                                                        - r["predicted"]["limiter_with_gaps"]["energy_j"]), 3)}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default="validation/h200/thermal/diagnosis.json")
@@ -156,7 +191,8 @@ def main(argv=None) -> int:
     doc: dict[str, Any] = {"command": "python -m scripts.h200_thermal_diagnosis" + (f" -o {a.output}" if argv else ""),
            "checks": [c[1] for c in CHECKS], "held_out_23": _split(held),
            "seen": _split([r for r in rows if r["set"] != "steps"]), "all": _split(rows),
-           "zoo": zoo_temperature(root), "adamw_as_trace": adamw_as_trace(root), "steps": rows}
+           "zoo": zoo_temperature(root), "adamw_as_trace": adamw_as_trace(root),
+           "class_shift_since_session7": class_shift(root), "steps": rows}
     Path(a.output).parent.mkdir(parents=True, exist_ok=True)
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{'set':7s} {'step':20s} {'dE %':>6s} {'gap':>5s} {'°C':>4s} {'W':>6s} {'<10us':>6s} {'10-100':>6s} "
@@ -169,6 +205,9 @@ def main(argv=None) -> int:
         print(k, json.dumps(doc[k]))
     print("zoo", json.dumps({k: v for k, v in doc["zoo"].items() if k != "gap_entries"}))
     print("adamw_as_trace", json.dumps(doc["adamw_as_trace"]))
+    for m, v in doc["class_shift_since_session7"].items():
+        print(m, "deficit", v["deficit_j"], "J;", "; ".join(f"{c} {x['session7_j']} → {x['now_j']} J"
+                                                         for c, x in sorted(v["classes"].items())))
     return 0
 
 
