@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", action="append", help="check the steps of this folder for every variant fitted "
                     "(repeatable; default: the variants of STEPS_FOR on FOLDERS)")
     ap.add_argument("--zoo-only", action="store_true", help="no step checks (the rule reads the zoo alone)")
+    ap.add_argument("--check", action="append", metavar="FILE", help="also predict this characterisation file with "
+                    "each variant's fit, fitting nothing to it (repeatable; e.g. a zoo set measured after the choice)")
     ap.add_argument("--reverse-split", action="store_true", help="also the split the other way round (odd positions "
                     "fitted, even checked): a sensitivity of the rule, not the rule")
     a = ap.parse_args(argv)
@@ -76,6 +78,14 @@ def main(argv=None) -> int:
         row = {"variant": vg, "zoo_all": [f["meet_both"], f["kernels"]], "zoo_heldout": [h["meet_both"], h["kernels"]],
                "zoo_first90": sum(o["meets_both"] for o in f["per_kernel"][:90]),
                "power_rms_pct": round(f["power_rms_error_pct"], 2), "params": doc["params"]}
+        if a.check:
+            from kdvfs.calibrate_h200 import check_h200_fit
+
+            row["checks"] = {}
+            for cf in a.check:
+                ck = check_h200_fit(doc, [cf])["check"]
+                row["checks"][cf] = {"met": [ck["meet_both"], ck["kernels"]], "power_error_pct": {
+                    o["name"]: o["power_error_pct"] for o in ck["per_kernel"]}}
         if a.reverse_split:
             row["zoo_heldout_reverse"] = _reverse(data, v, gm)
         if not a.zoo_only and (a.steps or v in STEPS_FOR):
