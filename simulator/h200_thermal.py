@@ -131,9 +131,12 @@ def adamw_as_trace(root: Path, name: str = "adamw_fp32_100M") -> dict:
     doc = load_characterization(root / "validation/h200/characterization/characterization.json.gz")
     k = next(x for x in doc["kernels"] if x["name"] == name)
     grid, block = (320, 1, 1), (512, 1, 1)
-    ws = [(work_from_name(c["name"], "optimizer", grid, block, c["us"] * 1e-6, peak_flops=NAME_PEAK_FLOPS), c["us"] * 1e-6)
-          for c in k["cuda_kernels"] if not str(c["name"]).startswith("(+")]
-    ws = [(w, t) for w, t in ws if w is not None]
+    ws = []
+    for c in k["cuda_kernels"]:
+        w = None if str(c["name"]).startswith("(+") else work_from_name(c["name"], "optimizer", grid, block,
+                                                                         c["us"] * 1e-6, peak_flops=NAME_PEAK_FLOPS)
+        if w is not None:
+            ws.append((w, float(c["us"]) * 1e-6))
     n = len(ws)
     t = np.array([x[1] for x in ws])
     p = params_from_work(spec, [w.flops for w, _ in ws], [w.bytes for w, _ in ws],
@@ -143,7 +146,7 @@ def adamw_as_trace(root: Path, name: str = "adamw_fp32_100M") -> dict:
     ev = evaluate(spec, p, np.full(n, float(k["sm_mhz_median"])), np.zeros(n), kernel_index=np.arange(n), cap_w=np.inf)
     return {"entry": name, "kernels_priced": n, "measured_power_w": round(float(k["power_w"]), 1),
             "priced_as_trace_w": round(float(ev.power_w @ t / t.sum()), 1),
-            "achieved_tb_s_by_estimate": round(float(sum(w.bytes for w, _ in ws) / t.sum() / 1e12), 2)}
+            "achieved_tb_s_by_estimate": round(float(np.sum([w.bytes for w, _ in ws]) / t.sum() / 1e12), 2)}
 
 
 SHIFT_STEPS = ("bert-large-b8", "mistral-0.4b-b2", "pythia-410m-b4", "block-bf16-b2", "llama-0.5b-b2", "gpt2-medium-b4")
@@ -169,11 +172,11 @@ def class_shift(root: Path, steps=SHIFT_STEPS, before: str = "validation/h200/fi
         occ = thread_occupancies([k.grid for k in tr.kernels], [k.block for k in tr.kernels], 132)
         cls = ["gemm+attention" if k.category in ("gemm", "attention") else "optimizer" if k.category == "optimizer"
                else "other, occupancy < 0.5" if o is not None and o < 0.5 else "other" for k, o in zip(tr.kernels, occ)]
-        e = {}
+        e: dict[str, dict[str, float]] = {}
         for tag, sp in (("session7_j", old), ("now_j", new)):
             ev = evaluate(sp, default_params(tr, sp), np.array([0]), np.array([0]))
             ej = ev.energy_j[:, 0] * tr.repeats
-            for c in set(cls):
+            for c in sorted(set(cls)):
                 e.setdefault(c, {})[tag] = round(float(sum(x for x, y in zip(ej, cls) if y == c)), 3)
         r = chk[m]
         out[m] = {"classes": e, "deficit_j": round(float(r["measured"]["energy_j"]
