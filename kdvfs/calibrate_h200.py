@@ -64,7 +64,8 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     "none": (), "sm-occupancy": (("sm_floor", (0.5, 0.2, 0.0, 1.0)),),
     "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
     "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
-    "occupancy-rate-floor": (("occ_rate_floor", 1.0),)}
+    "occupancy-rate-floor": (("occ_rate_floor", 1.0),),
+    "temperature": (("temp_w_per_c", (1.0, 2.0, 0.0, 5.0)),)}
 DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
 """The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
 fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57
@@ -90,6 +91,21 @@ def _extra_fields(structure: str) -> tuple[str, ...]:
 
 
 _FIXED = {n: v for c in STRUCTURES.values() for n, v in c if not isinstance(v, tuple)}
+
+
+TEMP_REF_C = 50.0
+"""temperature: the die temperature (°C) at which a kernel's power carries no temperature term (about the zoo kernels'
+median, 52 °C); a kernel at T draws ``temp_w_per_c · (T − TEMP_REF_C)`` more (static power)."""
+
+
+def _with_temperature(spec: GpuSpec, params, rows: list[dict]):
+    """``params`` with each zoo entry's static power at its recorded temperature (structure ``temperature``)."""
+    k = dict(spec.work_activity).get("temp_w_per_c")
+    if not k:
+        return params
+    t = np.array([float(r["temperature_c"]) if isinstance(r.get("temperature_c"), (int, float)) else TEMP_REF_C
+                  for r in rows])
+    return replace(params, p0_w=k * (t - TEMP_REF_C))
 
 
 def _activity(x, extra: tuple[str, ...]) -> dict[str, float]:
@@ -291,6 +307,7 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
                               dot_product=[bool(r.get("dot_product")) for r in rows],
                               occupancy=[r.get("occupancy", 1.0) for r in rows])
+    params = _with_temperature(spec, params, rows)
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
@@ -298,7 +315,7 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
         fm = np.array([r["sm_mhz_median"] for r in rows])
         ev2 = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf)
         f, pw = np.where(fixed, fm, f), np.where(fixed, ev2.power_w, pw)
-    return f, _mix(pw, busy, gap_w)
+    return f, _mix(pw, busy, gap_w, rows)
 
 
 def onset_rows(docs: list[dict], onset_s: float = 0.2) -> list[dict]:
@@ -331,11 +348,13 @@ def onset_rows(docs: list[dict], onset_s: float = 0.2) -> list[dict]:
              "onsets": len(peaks), "file": "step_responses"}]
 
 
-def _mix(power_w: np.ndarray, busy: np.ndarray, gap_w: float | None) -> np.ndarray:
-    """A launch-bound entry's average power: its kernels' power for the busy share, the gap power for the rest."""
+def _mix(power_w: np.ndarray, busy: np.ndarray, gap_w: float | None, rows: list[dict] | None = None) -> np.ndarray:
+    """A launch-bound entry's average power: its kernels' power for the busy share, the gap power for the rest (a
+    row's own ``gap_power_w``, the gap power at its temperature, where the thermal gap model set one)."""
     if gap_w is None:
         return power_w
-    return busy * power_w + (1.0 - busy) * gap_w
+    g = np.array([float(r.get("gap_power_w", gap_w)) for r in rows]) if rows is not None else gap_w
+    return busy * power_w + (1.0 - busy) * g
 
 
 def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
@@ -351,8 +370,9 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
                               dot_product=[bool(r.get("dot_product")) for r in rows],
                               occupancy=[r.get("occupancy", 1.0) for r in rows])
+    params = _with_temperature(spec, params, rows)
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
-    return _mix(pw, busy, gap_w)
+    return _mix(pw, busy, gap_w, rows)
 
 
 def _residuals(x, rows: list[dict], gap_w: float | None = None, extra: tuple[str, ...] = ()) -> np.ndarray:
@@ -461,44 +481,83 @@ def load_rows(data) -> tuple[list[dict], list[dict], list[str], list[dict]]:
 
 
 DEFAULT_DATA = tuple(f"validation/h200/characterization/characterization{i}.json.gz"
-                     for i in ("", "2", "3", "4", "5", "6", "8", "10"))
+                     for i in ("", "2", "3", "4", "5", "6", "8", "10", "11"))
 """The characterisation files ``kdvfs calibrate-h200`` fits by default (relative to the repository root): the first
 zoo (session 4), the cache-gaps, step-shapes and duty sets (session 5), the top-clock and attention sets (session 7), the
 small-kernel set with launch grids (session 8) and every duty entry measured again the probe's way (session 8,
 ``characterization10``: its rows replace the same entries of files 4–6 in place, and add the held-duty entries; see
-``load_rows``). Not ``characterization7.json.gz`` (the held-duty set measured the old way: the measuring loop's
+``load_rows``) and the set measured on a warm card right after training steps (session 9, ``characterization11``:
+gap entries as the card cools, warm repeats of two graph replays, duty entries with 50 and 200 µs gaps). Not
+``characterization7.json.gz`` (the held-duty set measured the old way: the measuring loop's
 energy-counter reads, ~3 ms each, idled the GPU a quarter of each period) nor ``characterization9.json.gz`` (the same
 entries in 50 ms chunks, a first try); ``kdvfs calibrate-h200 --check`` reports them."""
 
 
-def prepared_rows(data) -> tuple[list[dict], float | None, list[str], list[dict]]:
+GAP_MODELS = ("median", "thermal")
+"""How the fit prices the GPU idle (a duty or launch-bound entry's idle share, a step's host gaps): ``median``, the
+median power of the zoo's ``gap`` entries (sessions 5–8); ``thermal``, the gap entries' power as a line in the
+card's temperature (``kdvfs.thermal``), each zoo entry's idle share at its own recorded temperature."""
+DEFAULT_GAP_MODEL = "thermal"
+"""The bundled model's (session 9), chosen by the zoo's held-out split on the nine default files with the bundled
+structure: median 37 of 62, thermal 39 (validation/h200/thermal/variants_zoo.json, every structure refitted with
+both)."""
+
+
+def prepared_rows(data, gap_model: str = DEFAULT_GAP_MODEL) -> tuple[list[dict], float | None, list[str], list[dict]]:
     """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``; the gap
-    power from the ``gap`` entries (``gap_power``).
+    power from the ``gap`` entries (``gap_power``; with ``gap_model`` ``thermal`` each row also carries
+    ``gap_power_w``, the gap power at its temperature, and the one returned is ``warm_gap_power``).
 
     The probe's burst-onset row (``onset_rows``) is not fitted, only reported (``onset_check``): it is NVML's
     instantaneous power, which averages over its own window and lags a burst's onset (815 W read for the 4096³ GEMM
     at 1980 MHz), while the duty entries time the same GEMM at 1980 MHz in bursts and read the energy counter (their
     energy, less the gaps at the gap power, gives 920–980 W per burst). The duty entries set the voltage curve's slope."""
     rows, gaps, paths, docs = load_rows(data)
+    if gap_model == "thermal" and gaps:
+        th = gap_thermal(rows, gaps)
+        rows = [dict(r, gap_power_w=float(th.gap_power_w(r["temperature_c"])))
+                if isinstance(r.get("temperature_c"), (int, float)) else r for r in rows]
+        return rows, warm_gap_power(th, rows), paths, docs
     return rows, (gap_power(gaps) if gaps else None), paths, docs
 
 
-def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE) -> dict:
+def gap_thermal(rows: list[dict], gaps: list[dict]):
+    """The thermal gap model (``kdvfs.thermal.ThermalModel``) of the zoo: the gap entries' power against their
+    temperature, and the operating point through every entry's (power, temperature)."""
+    from kdvfs.thermal import ThermalModel, fit_gap_line, fit_operating_point
+
+    g0, ref, k = fit_gap_line(gaps)
+    amb, r = fit_operating_point(rows + gaps)
+    return ThermalModel(gap_ref_w=g0, ref_c=ref, gap_w_per_c=k, ambient_c=amb, c_per_w=r)
+
+
+def warm_gap_power(th, rows: list[dict]) -> float:
+    """One gap power for uses without an operating point (the DDP replay, ``--gap-power`` defaults): the thermal
+    model's at the median temperature of the zoo's kernels."""
+    t = [float(r["temperature_c"]) for r in rows if isinstance(r.get("temperature_c"), (int, float))]
+    return float(th.gap_power_w(float(np.median(t)) if t else th.ref_c))
+
+
+def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE, gap_model: str = DEFAULT_GAP_MODEL) -> dict:
     """The full fit (every zoo kernel of every file: what the h200 preset uses) and the held-out check (kernels in
     file-then-zoo order, even positions fitted, odd checked), as one document. ``data``: a characterisation file or a
     list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
     are predicted with; they are not fitted."""
     extra = _extra_fields(structure)
-    rows, gap_w, paths, docs = prepared_rows(data)
+    if gap_model not in GAP_MODELS:
+        raise InputError(f"calibrate-h200: gap model {gap_model!r} is not one of {', '.join(GAP_MODELS)}; e.g. "
+                         f"--gap-model {DEFAULT_GAP_MODEL}")
+    rows, gap_w, paths, docs = prepared_rows(data, gap_model)
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
-                         "114 kernels)")
+                         "124 kernels)")
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
     gaps = load_rows(data)[1]
     onset = onset_rows(docs)
+    thermal = gap_thermal(rows, gaps).to_dict() if gap_model == "thermal" and gaps else None
     x = fit_h200(rows, gap_w, structure)
     spec = spec_from_vector(x, extra=extra)
     train = rows[0::2]
@@ -513,10 +572,12 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE) ->
         "gpu": docs[0].get("gpu"), "driver": docs[0].get("driver"),
         "loss": "sum over zoo kernels of ((predicted/measured clock - 1)/0.05)^2 + ((predicted/measured power - 1)/0.03)^2",
         "targets": {"clock_pct": 100 * CLOCK_TOL, "power_pct": 100 * POWER_TOL},
-        "structure": structure, "params": _params(x, gap_w, extra), "fit": full,
+        "structure": structure, "gap_model": gap_model,
+        "params": _params(x, gap_w, extra) | ({"thermal": thermal} if thermal else {}), "fit": full,
         "fit_first_file": by_file | {"note": f"the same fit, only the kernels of {Path(paths[0]).name}"},
         "gap": {"power_w": gap_w, "entries": [{"name": g["name"], "power_w": g["power_w"], "sm_mhz_median":
-                                               g["sm_mhz_median"], "time_s": g["time_s"]} for g in gaps],
+                                               g["sm_mhz_median"], "time_s": g["time_s"],
+                                               "temperature_c": g.get("temperature_c")} for g in gaps],
                 "note": "the GPU between kernels (a tiny kernel every 100 µs / 1 ms, nothing launched): the power of "
                         "a training step's host gaps and of the idle share of launch-bound entries"},
         "onset_check": _report(spec, onset, gap_w=gap_w) | {
@@ -598,6 +659,12 @@ def check_h200_fit(fit: dict, data, command: str = "", where: str = "the fit") -
     rows, gap_w, paths, _ = prepared_rows(data)
     fitted_gap = (fit.get("params") or {}).get("gap_power_w")
     gw = fitted_gap if fitted_gap is not None else gap_w
+    from kdvfs.thermal import thermal_from_params
+
+    th = thermal_from_params(fit.get("params"), where)
+    if th is not None:  # each entry's idle share at the fit's gap power for its temperature
+        rows = [dict(r, gap_power_w=float(th.gap_power_w(r["temperature_c"])))
+                if isinstance(r.get("temperature_c"), (int, float)) else r for r in rows]
     fit_data = fit.get("data")
     seen = {Path(p).name for p in ([fit_data] if isinstance(fit_data, str) else (fit_data or []))}
     return {"format": "kdvfs-h200-fit-check/1", "command": command, "fit_command": fit.get("command"),

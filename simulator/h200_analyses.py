@@ -419,7 +419,9 @@ def fidelity_summary(root: str | Path, zoo_categories: dict[str, str]) -> dict:
             lim_t = r["predicted"]["limiter"]["time_s"]
             lim = r["predicted"]["limiter"]
             gap_s = r["predicted"].get("limiter_with_gaps", {}).get("gap_s", 0.0)
-            implied = (r["measured"]["energy_j"] - gap_s * (doc["gap_power_w"] or 0.0)) / lim["time_s"]
+            # the step's own gap power where the check priced its gaps by temperature (session 9), else the report's
+            gap_w = r["predicted"].get("thermal", {}).get("gap_power_w", doc["gap_power_w"] or 0.0)
+            implied = (r["measured"]["energy_j"] - gap_s * gap_w) / lim["time_s"]
             out[r["model"]] = {"energy_pct": round(e["limiter_with_gaps"]["energy_pct"], 2),
                                "kernel_power_predicted_w": round(lim["energy_j"] / lim["time_s"], 1),
                                "kernel_power_implied_w": round(implied, 1),

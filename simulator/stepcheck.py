@@ -44,9 +44,11 @@ def _params_as_profile_build(trace, spec):
 
 def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params_fn=_params_as_profile_build,
               measured_time_s: float | None = None, gap_power_w: float | None = None,
-              imported: dict | None = None) -> dict:
+              imported: dict | None = None, thermal=None) -> dict:
     """Predictions for one recorded step: kernels only, and (given the measured step time) with the host time between
-    steps as GPU idle at ``gap_power_w``, isolated-and-summed and under the limiter."""
+    steps as GPU idle at ``gap_power_w``, isolated-and-summed and under the limiter. With ``thermal``
+    (``kdvfs.thermal.ThermalModel``) the gaps draw the gap power of the temperature the step holds at its own
+    predicted average power (kernels under the limiter, gaps), not ``gap_power_w``."""
     from kdvfs.importers import import_kineto
     from simulator.api import build_run
     from simulator.limiter import run_limited
@@ -80,8 +82,19 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
     out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())), "trace_busy_s": busy,
            "isolated": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j, "median_core_mhz": iso_median},
            "limiter": limited()}
-    if measured_time_s is not None and gap_power_w is not None:
+    if measured_time_s is not None and (gap_power_w is not None or thermal is not None):
         g = max(measured_time_s - busy, 0.0)  # host time: the measured step less the recorded kernels
+        if thermal is not None and g > 0:
+            # the temperature of the step's own predicted average power: first from the kernels alone, then from
+            # the kernels as the limiter runs them beside the gaps (a gap lowers the window's average, so they run
+            # faster and draw more); two rounds move the temperature by < 0.1 °C more
+            lk = out["limiter"]
+            temp_c, gap_power_w = thermal.solve_gap(lk["energy_j"], lk["time_s"], g)
+            r1 = limited((g, gap_power_w))
+            temp_c, gap_power_w = thermal.solve_gap(r1["energy_j"] - g * gap_power_w, r1["time_s"] - g, g)
+            out["thermal"] = {"operating_c": temp_c, "gap_power_w": gap_power_w}
+        elif gap_power_w is None:  # no gap: its power does not enter the step
+            gap_power_w = thermal.gap_ref_w
         out["isolated_with_gaps"] = {"time_s": pb.auto_time_s + g, "gap_s": g,
                                      "energy_j": pb.auto_energy_j + g * gap_power_w,
                                      # in the gaps the clock stays where the step left it
@@ -146,13 +159,14 @@ def _checked_steps(doc, path: Path) -> list[dict]:
 
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
                 gap_power_w: float | None = None, alt_gap_powers: dict | None = None,
-                _imported: dict | None = None) -> dict:
+                _imported: dict | None = None, thermal=None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
     time) is no prediction of it. With ``gap_power_w`` that time is added as GPU idle at that power (``*_with_gaps``),
     and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only).
-    ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it)."""
+    ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it).
+    ``thermal``: each step's gaps at the gap power of its own operating temperature (``check_one``)."""
     d = Path(steps_dir)
     path = d / "steps.json"
     if d.is_file():  # the steps.json itself (its folder holds the traces)
@@ -183,7 +197,7 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
         try:
             kin = d / st["trace"]
             pred = check_one(kin, model, spec, lim, params_fn or _params_as_profile_build, float(st["step_time_s"]),
-                             gap_power_w, imported)
+                             gap_power_w, imported, thermal)
         except KdvfsError as e:
             rows.append({"model": model, "skipped": str(e)})
             continue
@@ -206,7 +220,8 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
         alt[name] = {"gap_power_w": w, "met": d2["met"],
                      "error": {r["model"]: r["error"] for r in d2["steps"] if "error" in r}}
     return {"gap_power_sensitivity": alt,"gpu": spec.name, "steps_file": str(path), "limiter": lim.to_dict(), "gap_power_w": gap_power_w,
-            "judged_on": "limiter_with_gaps" if gap_power_w is not None else "limiter",
+            **({"thermal": thermal.to_dict()} if thermal is not None else {}),
+            "judged_on": "limiter_with_gaps" if gap_power_w is not None or thermal is not None else "limiter",
             "targets": {"energy_pct": ENERGY_TARGET_PCT, "median_clock_pct": CLOCK_TARGET_PCT},
             "steps": rows, "met": {"energy": sum(r["energy_target_met"] for r in done),
                                    "clock": sum(r["clock_target_met"] for r in done), "of": len(done)}}

@@ -161,7 +161,8 @@ def test_rank_powers_under_the_limiter(tmp_path):
     mt = import_ranks(write_ranks(tmp_path))
     spec = get_gpu("h200")
     lim, gap = limiter_for(spec), gap_power_for(spec)
-    assert lim is not None and gap is not None and 100 < gap < spec.idle_power_w + 10
+    # the card fit's gap power: since session 9 the thermal gap line's at the zoo kernels' median temperature (131 W)
+    assert lim is not None and gap is not None and 100 < gap < spec.idle_power_w + 20
     iso = rank_powers(mt, spec)
     lp = rank_powers(mt, spec, limiter=True)
     spans = [r["span_s"] for r in mt.summary()["ranks"]]
@@ -183,7 +184,8 @@ def test_ddp_step_with_shapes_replayed_under_the_limiter(run):
     replayed under the limiter, time within 5 % and each card's energy per step within 5 % of its energy counter
     (−3.2 … +4.1 % when this was written in session 6). Session 7's model read +4.54 / +5.55 % on the batch-8 run (held
     to 6 % then); session 8's (the occupancy structure, seven zoo files) reads −3.41 / +0.26, −2.04 / −3.66 and
-    +2.04 / +3.10 %, all three held to 5 % again. Each kernel throttled alone, every run is at least 5 points lower than
+    +2.04 / +3.10 %, all three held to 5 % again; session 9's (nine files, the thermal gap model) −3.41 / +0.22,
+    −1.82 / −3.44 and +1.75 / +2.82 %. Each kernel throttled alone, every run is at least 5 points lower than
     under the limiter."""
     from pathlib import Path
 

@@ -150,7 +150,8 @@ def cmd_calibrate_h200(a) -> int:
     check_output_path(output, "fit output", make_parents=True)  # before the fit, not after it
     _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit")
     doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd,
-                       **({"structure": a.structure} if a.structure is not None else {}))
+                       **({"structure": a.structure} if a.structure is not None else {}),
+                       **({"gap_model": a.gap_model} if a.gap_model is not None else {}))
     text = json.dumps(doc, indent=1) + "\n"
     outs = [Path(output)] + ([] if a.no_bundle else [bundled_dir() / H200_FIT_FILE])
     for o in outs:  # whole or not at all: a fit cut short would break the h200 preset
@@ -279,7 +280,7 @@ def register(sub, j) -> None:
     sp = j(sub.add_parser("calibrate-h200", help="fit the H200's constants to a characterisation (and bundle the fit)"))
     sp.add_argument("--data", action="append",
                     help="a characterisation file to fit to (repeatable; default: "
-                         "validation/h200/characterization/characterization.json.gz, characterization2 … 6, 8 and 10.json.gz)")
+                         "validation/h200/characterization/characterization.json.gz, characterization2 … 6, 8, 10 and 11.json.gz)")
     sp.add_argument("-o", "--output",
                     help=f"file to write (default: {_DEFAULT_FIT_OUTPUT}; with --check, the check's report, written only "
                          "if given); an existing file is replaced only if it is a result of the same kind")
@@ -296,6 +297,11 @@ def register(sub, j) -> None:
                          "GEMM's on the CUDA cores (the bundled model has both); occupancy-rate-floor keeps a kernel's "
                          "base at its achieved share of its roofline at least; it, sm-occupancy, issue-rate and "
                          "tensor-rate were tried and not kept (validation/h200/fidelity/README.md, session 8)")
+    sp.add_argument("--gap-model", choices=("median", "thermal"),
+                    help="how the GPU idle is priced (kdvfs.calibrate_h200.GAP_MODELS; default DEFAULT_GAP_MODEL): "
+                         "median, the median power of the zoo's gap entries; thermal, the gap entries' power as a "
+                         "line in the card's temperature, with the temperature a step holds from its average power "
+                         "(kdvfs.thermal)")
     sp.add_argument("--command", help=_hidden())
     sp.set_defaults(fn=cmd_calibrate_h200)
 

@@ -150,8 +150,12 @@ def _evidence_markdown(name: str, ev: dict) -> list[str]:
     if "steps" in ev:  # a validate-steps report
         judged = ev.get("judged_on", "limiter")
         iso = "isolated_with_gaps" if judged == "limiter_with_gaps" else "isolated"
+        th = ev.get("thermal")
+        gap = (f"at the gap power of the temperature each step's predicted power holds ({th['gap_ref_w']:.1f} W at "
+               f"{th['ref_c']:.1f} °C, {th['gap_w_per_c']:+.2f} W/°C; kdvfs.thermal)" if isinstance(th, dict)
+               else f"at {ev.get('gap_power_w') or 0:.1f} W")
         out = [f"## Measured: real training steps on the card (`{name}`)", "",
-               f"`{ev.get('command', '')}`; host time between steps as GPU idle at {ev.get('gap_power_w') or 0:.1f} W. "
+               f"`{ev.get('command', '')}`; host time between steps as GPU idle {gap}. "
                f"Targets ±{ev['targets']['energy_pct']} % energy, ±{ev['targets']['median_clock_pct']} % median clock: "
                f"met {ev['met']['energy']} / {ev['met']['of']} (energy), {ev['met']['clock']} / {ev['met']['of']} (clock).",
                "", "| step | measured J | measured median MHz | isolated ΔE % | limiter ΔE % | limiter Δclock % |",
@@ -236,7 +240,12 @@ def cmd_validate_steps(a) -> int:
                          f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     gap_w = a.gap_power if a.gap_power is not None else gap_default
-    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt), command=_command())
+    from kdvfs.thermal import thermal_for
+
+    # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
+    # power of the temperature its own predicted average power holds
+    thermal = thermal_for(spec) if a.gap_power is None else None
+    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
     if a.output:
         _write_json(doc, a.output)
     if a.plot and doc["met"]["of"]:
@@ -313,7 +322,9 @@ def register(sub, j) -> None:
     sp.add_argument("-o", "--output", help="write the report as JSON")
     sp.add_argument("--plot", metavar="PNG", help="also draw each step's energy and clock error against the targets")
     sp.add_argument("--gap-power", type=float, help="watts drawn in the host time between steps (GPU idle, clocked; "
-                                                    "default: the bundled card fit's gap_power_w, measured by the zoo's gap entries; else the "
+                                                    "default: the bundled card fit's thermal gap line at the temperature "
+                                                    "each step's predicted power holds (kdvfs.thermal), or its "
+                                                    "gap_power_w, measured by the zoo's gap entries; else the "
                                                     "limiter fit's idle plant)")
     sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
     sp.set_defaults(fn=cmd_validate_steps)
