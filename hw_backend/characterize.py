@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hw_backend.nvml import machine_identity
 from hw_backend.sampling import (  # noqa: F401 — Sampler and CounterWatch, re-exported where they were
     COUNTER_READ_PERIOD_S,
     CounterWatch,
@@ -335,7 +336,8 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
         say(f"resuming {out}: {len(doc['kernels'])} zoo entries already measured")
     else:
         doc = {"format": FORMAT, "gpu": be.name, "driver": _driver(be), "power_limit_w": caps.power_limit_w,
-               "command": command, "window_s": window_s, "warmup_s": warmup_s, "kernels": [], "step_responses": []}
+               "command": command, "window_s": window_s, "warmup_s": warmup_s, **machine_identity(be), "kernels": [],
+               "step_responses": []}
         if extra:
             doc.update(extra)
         doc["idle"] = {"power_w": be.power_mw() / 1000.0, "clocks_mhz": list(be.clocks_mhz()),

@@ -36,7 +36,8 @@ from kdvfs.errors import (
     UnsupportedClockError,
 )
 
-__all__ = ["Host", "NvmlBackend", "Pynvml", "SystemHost", "clock_step_mhz", "load_pynvml", "select_device"]
+__all__ = ["Host", "NvmlBackend", "Pynvml", "SystemHost", "clock_step_mhz", "load_pynvml", "machine_identity",
+           "select_device"]
 
 log = logging.getLogger(__name__)
 
@@ -335,3 +336,14 @@ class NvmlBackend:
     def close(self) -> None:
         with contextlib.suppress(HardwareError):
             self._call(self.nvml.nvmlShutdown, what="shut NVML down")
+
+
+def machine_identity(be, cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """Which card and host a measurement ran on, read only: the card's UUID (``be.uuid``; None where the backend has
+    none) and the host CPU's model name (None where ``cpuinfo`` cannot be read). A lent machine may be another card or
+    host at each lease, and step energy moved by up to ±9 % between two leases on the H200 (session 9): files that
+    record it let a later reader tell card-to-card from run-to-run differences."""
+    cpu = None
+    with contextlib.suppress(OSError), open(cpuinfo, encoding="utf-8", errors="replace") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.lower().startswith("model name")), None)
+    return {"gpu_uuid": getattr(be, "uuid", None) or None, "host_cpu": cpu}

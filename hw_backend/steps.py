@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hw_backend.characterize import Sampler
+from hw_backend.nvml import machine_identity
 from kdvfs.errors import HardwareError, InputError
 from kdvfs.fileio import write_atomic
 
@@ -378,7 +379,8 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
     say = progress or (lambda s: None)
     doc = json.loads(path.read_text()) if path.exists() else {
         "format": "kdvfs-steps/1", "gpu": be.name, "power_limit_w": be.capabilities().power_limit_w,
-        "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s, "steps": []}
+        "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s,
+        **machine_identity(be), "steps": []}
     have = {s["model"] for s in doc["steps"] if "error" not in s}
     for name in models:
         if name in have:

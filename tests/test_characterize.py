@@ -341,3 +341,18 @@ def test_a_counter_that_steps_once_then_stalls_gets_one_clear_message(tmp_path):
     fake = Stalls(get_gpu("h200"))
     with pytest.raises(HardwareError, match="stepped once and then not again"):
         _run(tmp_path, zoo=SMALL[:1], fake=fake, max_s=1.0)
+
+
+def test_files_record_which_card_and_host(tmp_path):
+    """Step energy moved by up to ±9 % between two leases of the lent H200 (session 9): a characterisation and a
+    steps file say which card (UUID) and host CPU they ran on, read only."""
+    from hw_backend.nvml import machine_identity
+
+    be = NvmlBackend(FakeNvml(get_gpu("h200")), observe_only=True)
+    cpu = tmp_path / "cpuinfo"
+    cpu.write_text("processor\t: 0\nmodel name\t: Test CPU @ 2.0GHz\nflags\t: x\n")
+    ident = machine_identity(be, str(cpu))
+    assert ident == {"gpu_uuid": be.uuid, "host_cpu": "Test CPU @ 2.0GHz"} and be.uuid
+    assert machine_identity(object(), str(tmp_path / "missing")) == {"gpu_uuid": None, "host_cpu": None}
+    doc, out = _run(tmp_path)
+    assert doc["gpu_uuid"] == be.uuid and "host_cpu" in doc and json.loads(out.read_text())["gpu_uuid"] == be.uuid
