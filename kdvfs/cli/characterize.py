@@ -27,6 +27,9 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+MAX_WINDOW_S = 3600.0
+
+
 def _check_windows(a) -> None:
     """A measured window and a warm-up must be finite, the window positive: NaN ran a zero-length window, whose power
     read above the card's limit."""
@@ -35,6 +38,9 @@ def _check_windows(a) -> None:
         if v is not None and (not math.isfinite(v) or v < 0 or (name == "window" and v <= 0)):
             raise InputError(f"--{name} {v!r} must be a {'positive' if name == 'window' else 'non-negative'} number of "
                              f"seconds; e.g. --{name} {5 if name == 'window' else 1}")
+        if v is not None and v > MAX_WINDOW_S:  # a typo (1e9) would hold a real card for years per entry
+            raise InputError(f"--{name} {v!r} s is more than an hour per zoo entry ({MAX_WINDOW_S:.0f} s at most); "
+                             f"give seconds, e.g. --{name} {5 if name == 'window' else 1}")
 
 
 def cmd_characterize(a) -> int:
@@ -85,7 +91,10 @@ def cmd_characterize(a) -> int:
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
     doc = characterize(be, ex, a.output, zoo=zoo, window_s=a.window, warmup_s=a.warmup, steps=not a.no_steps,
                        step_scale=a.step_scale, command=cmd, progress=None if a.json else _say,
-                       threaded_sampler=threaded)
+                       threaded_sampler=threaded,
+                       # the loop gives up on a window after max_s (60 s by default): `--window 100` measured 60 s
+                       # windows in a file whose window_s said 100, with only a log line per entry
+                       max_s=max(60.0, 2.0 * a.window))
     if a.json:
         print_json({"output": a.output, "kernels": len(doc["kernels"]), "step_responses": len(doc["step_responses"])})
         return 0

@@ -195,6 +195,12 @@ def _refuse_inputs_as_outputs(a) -> None:
         if out and Path(out).resolve() in inputs:
             raise InputError(f"{opt} {out!r} is one of the measurements validate-steps reads; writing there would "
                              f"replace it: give a new file name (e.g. {opt} steps-check.{'json' if opt == '-o' else 'png'})")
+    from kdvfs.cli.paths import FIGURE_SUFFIXES
+
+    fig = Path(a.plot) if a.plot else None  # an existing file was left to the check above, then died in matplotlib
+    if fig is not None and fig.suffix and fig.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"--plot {a.plot!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
+                         f"{fig.suffix!r}; give e.g. --plot {str(fig.with_suffix('.png'))!r}")
 
 
 def cmd_validate_steps(a) -> int:

@@ -1,0 +1,123 @@
+"""What a new user and a hostile tester found in session 9 on the H200 steps of `validation/h200/steps9` (BART,
+StarCoder-shaped, ResNet-50, MobileNetV2), each fixed and kept fixed. The commands and numbers are in
+`validation/user-findings9/README.md`.
+
+A refused command gives one line (``kdvfs: error: ...``) and exit 2, never a traceback, and leaves its inputs and
+earlier outputs as they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import one_error_line, run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+RTX_TRACE = "gpt3xl-llmc-rtx3080ti"  # bundled, with its bundled profile
+H200_TRACE = "gpt3xl-torch-h200-bf16"  # bundled, an H200 step (its profile comes from the model)
+
+
+# ------------------------------------------------------------------ simulate --timeline under the power limiter
+def test_simulate_timeline_under_the_limiter_is_refused_not_written_empty(tmp_path, capsys):
+    """`simulate --timeline tl.json` on the H200 (limiter on by default) wrote `{"traceEvents": []}` and said
+    "timeline in tl.json", exit 0: the limiter's simulation records no events."""
+    s, tl = tmp_path / "s.json", tmp_path / "tl.json"
+    assert run_cli(["optimize", "--trace", H200_TRACE, "--gpu", "h200", "--slack", "1", "-o", str(s)], capsys)[0] == 0
+    one_error_line(*run_cli(["simulate", "--trace", H200_TRACE, "--gpu", "h200", "--schedule", str(s),
+                             "--timeline", str(tl)], capsys), "--timeline", "limiter", "--limiter off")
+    assert not tl.exists()
+    code, _, err = run_cli(["simulate", "--trace", H200_TRACE, "--gpu", "h200", "--schedule", str(s),
+                            "--timeline", str(tl), "--limiter", "off"], capsys)
+    assert code == 0, err
+    assert len(json.loads(tl.read_text())["traceEvents"]) > 100
+
+
+# ------------------------------------------------------------------------- the figure beside a CSV output
+@pytest.mark.parametrize("verb", [
+    ["frontier", "--trace", RTX_TRACE, "--slack-max", "1"],
+    ["whatif", "--trace", RTX_TRACE, "--policy", "ideal", "--preset-latency-only", "--mechanism", "sync"],
+])
+def test_an_output_named_like_its_figure_is_refused(tmp_path, capsys, verb):
+    """`whatif -o w.png` and `frontier -o f.png` wrote the CSV, then the figure "beside it" under the same name:
+    a PNG and no CSV, exit 0."""
+    out = tmp_path / "w.png"
+    one_error_line(*run_cli(verb + ["-o", str(out)], capsys), "-o", "replace the CSV", "w.csv")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("verb", [
+    ["frontier", "--trace", RTX_TRACE, "--slack-max", "1"],
+    ["whatif", "--trace", RTX_TRACE, "--policy", "ideal", "--preset-latency-only", "--mechanism", "sync"],
+])
+def test_png_without_a_csv_writes_the_figure(tmp_path, capsys, verb):
+    """`frontier --png f.png` and `whatif --png w.png` without -o wrote nothing and said nothing, exit 0."""
+    fig = tmp_path / "fig.png"
+    code, _, err = run_cli(verb + ["--png", str(fig)], capsys)
+    assert code == 0, err
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_existing_file_as_a_figure_with_a_csv_suffix_is_refused_before_the_work(tmp_path, capsys):
+    """Session 8 refused `frontier -o f.csv --png f.csv` only when f.csv did not exist yet: with an f.csv already
+    there it wrote the CSV, then died in matplotlib (`ValueError: Format 'csv' is not supported`, a traceback)."""
+    out = tmp_path / "f.csv"
+    out.write_text("an earlier result\n")
+    one_error_line(*run_cli(["frontier", "--trace", RTX_TRACE, "--slack-max", "1", "-o", str(out), "--png", str(out)],
+                            capsys), "--png", "'.csv'", ".png")
+    assert out.read_text() == "an earlier result\n"
+
+
+def test_two_outputs_of_one_command_in_one_file_are_refused(tmp_path, capsys):
+    """Two output options naming one file: the second replaced the first."""
+    fig = tmp_path / "same.png"
+    one_error_line(*run_cli(["validate-steps", str(tmp_path), "--gpu", "h200", "-o", str(fig), "--plot", str(fig)],
+                            capsys), "-o", "--plot", "both name")
+
+
+# ----------------------------------------------------------------------------------- whatif latency options
+def test_whatif_preset_latency_only_with_latency_is_refused(capsys):
+    """`whatif --preset-latency-only --latency nan` ran with exit 0: --latency was ignored, so not even checked."""
+    one_error_line(*run_cli(["whatif", "--trace", RTX_TRACE, "--policy", "ideal", "--preset-latency-only",
+                             "--latency", "nan"], capsys), "--preset-latency-only", "--latency", "one of them")
+
+
+# ------------------------------------------------------------------------------- characterize --window
+def test_characterize_measures_the_window_it_records(tmp_path, capsys):
+    """`characterize --window 100` measured 60 s windows (the loop's limit per entry) in a file whose window_s said
+    100, with only a log line per entry."""
+    out = tmp_path / "c.json"
+    code, _, err = run_cli(["characterize", "--backend", "fake", "--set", "cache-gaps", "--only", "idle_10ms",
+                            "--no-steps", "--warmup", "0", "--window", "70", "-o", str(out)], capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["window_s"] == 70
+    assert doc["kernels"][0]["window_s"] >= 70
+
+
+def test_characterize_refuses_a_window_of_years(tmp_path, capsys):
+    """`--window 1e9` was taken (on a real card, each entry would have run until the loop's limit)."""
+    one_error_line(*run_cli(["characterize", "--backend", "fake", "--set", "held-duty", "--no-steps",
+                             "--window", "1e9", "-o", str(tmp_path / "c.json")], capsys), "--window", "3600")
+    assert not (tmp_path / "c.json").exists()
+
+
+# -------------------------------------------------------------------------------------- summarize's folder
+def test_summarize_outside_a_checkout_names_the_missing_measurement_folder(tmp_path, monkeypatch, capsys):
+    """Run from another folder, `summarize h200x2` said "cannot write validation/h200x2/comparison.json: folder …
+    does not exist; create it", as if the output were the problem."""
+    monkeypatch.chdir(tmp_path)
+    line = one_error_line(*run_cli(["summarize", "h200x2"], capsys), "measurement folder", "--folder")
+    assert "cannot write" not in line
+    assert not (tmp_path / "validation").exists()
+
+
+def test_validate_steps_plot_over_an_existing_csv_is_refused_before_the_work(tmp_path, capsys):
+    """`validate-steps steps9 -o vs.json --plot old.csv` with old.csv already there ran the steps, then died in
+    matplotlib with a traceback (exit 1): the central figure check leaves existing files to validate-steps' own."""
+    old = tmp_path / "old.csv"
+    old.write_text("an earlier result\n")
+    one_error_line(*run_cli(["validate-steps", str(ROOT / "validation" / "h200" / "steps9"), "--gpu", "h200",
+                             "-o", str(tmp_path / "vs.json"), "--plot", str(old)], capsys), "--plot", "'.csv'")
+    assert old.read_text() == "an earlier result\n"
+    assert not (tmp_path / "vs.json").exists()
