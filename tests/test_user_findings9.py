@@ -121,3 +121,17 @@ def test_validate_steps_plot_over_an_existing_csv_is_refused_before_the_work(tmp
                              "-o", str(tmp_path / "vs.json"), "--plot", str(old)], capsys), "--plot", "'.csv'")
     assert old.read_text() == "an earlier result\n"
     assert not (tmp_path / "vs.json").exists()
+
+
+def test_an_interrupted_thermal_set_is_not_resumed_out_of_order(tmp_path, capsys):
+    """`--set thermal` heats the card with its first entries, then measures "warm" entries as it cools; interrupted
+    and rerun, it resumed after the last finished entry: the "warm" entries on a card that had cooled meanwhile."""
+    out = tmp_path / "th.json"
+    fast = ["characterize", "--backend", "fake", "--no-steps", "--warmup", "0", "--window", "0.3", "-o", str(out)]
+    first = "gemm_bf16_8192_heat1,gemm_bf16_8192_heat2"
+    assert run_cli(fast + ["--set", "thermal", "--only", first], capsys)[0] == 0  # as if interrupted after two
+    before = out.read_bytes()
+    one_error_line(*run_cli(fast + ["--set", "thermal"], capsys), "2 of the 18", "new -o", "--only")
+    assert out.read_bytes() == before
+    # a set that is not ordered still resumes
+    assert run_cli(fast + ["--set", "cache-gaps", "--only", "idle_10ms"], capsys)[0] == 0

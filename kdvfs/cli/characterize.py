@@ -43,6 +43,34 @@ def _check_windows(a) -> None:
                              f"give seconds, e.g. --{name} {5 if name == 'window' else 1}")
 
 
+# Sets whose entries only mean what their names say when measured in order, from the start, in one run: the heat
+# entries warm the card for the "warm"/"hot" entries after them, and a "cool" entry needs a card idle beforehand.
+ORDERED_SETS = ("thermal", "warm-cool")
+
+
+def _refuse_resume_out_of_order(a, zoo) -> None:
+    """A rerun resumes after the entries its file holds; for an ordered set that measured the rest on a card that
+    had cooled (or not) since the interruption, under the names "warm" and "hot". ``--only`` chooses on purpose."""
+    from pathlib import Path
+
+    from hw_backend.characterize import load_characterization
+
+    if a.set not in ORDERED_SETS or a.only is not None or not Path(a.output).is_file():
+        return
+    try:
+        done = {k.get("name") for k in load_characterization(a.output)["kernels"]}
+    except Exception:  # noqa: BLE001 - an unreadable file is the campaign's to report, with its own message
+        return
+    have = [k.name for k in zoo if k.name in done]
+    left = [k.name for k in zoo if k.name not in done]
+    if have and left:
+        raise InputError(f"-o {a.output!r} already holds {len(have)} of the {len(zoo)} entries of --set {a.set}, "
+                         f"which is measured in order from its start (its heat entries warm the card for the entries "
+                         f"after them), so resuming would measure {left[0]} and the rest on a card whose temperature "
+                         "no longer fits their names; give a new -o file to run the set again from its start, or "
+                         "--only NAMES to measure chosen entries on purpose")
+
+
 def cmd_characterize(a) -> int:
     from hw_backend.characterize import ZOO_SETS, Executor, FakeZoo, characterize, full_zoo
     from hw_backend.nvml import NvmlBackend
@@ -73,6 +101,7 @@ def cmd_characterize(a) -> int:
     from kdvfs.fileio import check_output_path
 
     check_output_path(a.output, "characterisation output", make_parents=True)  # before measuring, not after
+    _refuse_resume_out_of_order(a, zoo)
     if a.backend == "fake":
         from hw_backend.fake import FakeNvml
         from kdvfs.gpus import get_gpu
