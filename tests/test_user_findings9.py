@@ -135,3 +135,20 @@ def test_an_interrupted_thermal_set_is_not_resumed_out_of_order(tmp_path, capsys
     assert out.read_bytes() == before
     # a set that is not ordered still resumes
     assert run_cli(fast + ["--set", "cache-gaps", "--only", "idle_10ms"], capsys)[0] == 0
+
+
+def test_validate_steps_prints_the_check_with_the_characterizations_gap_power(tmp_path, capsys):
+    """`validate-steps DIR --characterization F` printed the same table as without F: its check with F's idle power
+    was only in the JSON, and nothing said F came from the fake device."""
+    steps9 = ROOT / "validation" / "h200" / "steps9"
+    doc = json.loads((steps9 / "steps.json").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["model"] == "bigcode-0.3b"]
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+    (tmp_path / "bigcode-0.3b.kineto.json.gz").write_bytes((steps9 / "bigcode-0.3b.kineto.json.gz").read_bytes())
+    ch = tmp_path / "ch.json"
+    assert run_cli(["characterize", "--backend", "fake", "--set", "cache-gaps", "--only", "idle_10ms", "--no-steps",
+                    "--warmup", "0", "--window", "0.5", "-o", str(ch)], capsys)[0] == 0
+    code, out, err = run_cli(["validate-steps", str(tmp_path), "--gpu", "h200", "--characterization", str(ch)], capsys)
+    assert code == 0, err
+    line = next(ln for ln in " ".join(out.split()).split("with the gap power at ")[1:] if "--characterization" in ln)
+    assert "(fake)" in line and "energy 1 of 1" in line

@@ -228,7 +228,9 @@ def cmd_validate_steps(a) -> int:
     if a.characterization:  # NVML's power right after the campaign, for comparison
         from hw_backend.characterize import load_characterization
 
-        after = load_characterization(a.characterization).get("idle_after")
+        ch = load_characterization(a.characterization)
+        ch_card = str(ch.get("gpu") or "an unnamed card")
+        after = ch.get("idle_after")
         if not isinstance(after, dict) or not isinstance(after.get("power_w"), (int, float)):
             raise InputError(f"--characterization {a.characterization!r} has no 'idle_after' power (the campaign's "
                              "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
@@ -274,6 +276,13 @@ def cmd_validate_steps(a) -> int:
             f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's
+    what = {"idle_after": f"the idle power after the --characterization campaign, on {ch_card}" if a.characterization
+            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"}
+    for name, sens in doc.get("gap_power_sensitivity", {}).items():
+        sm = sens["met"]
+        c.print(f"with the gap power at {sens['gap_power_w']:.1f} W ({what.get(name, name)}): energy {sm['energy']} "
+                f"of {sm['of']}, median clock {sm['clock']} of {sm['of']} within the targets", markup=False)
     if not met["of"]:
         raise InputError(f"no step in {a.dir!r} could be checked (every one was skipped, reasons above); give the "
                          "folder `kdvfs measure-steps -o` wrote")
