@@ -152,3 +152,13 @@ def test_validate_steps_prints_the_check_with_the_characterizations_gap_power(tm
     assert code == 0, err
     line = next(ln for ln in " ".join(out.split()).split("with the gap power at ")[1:] if "--characterization" in ln)
     assert "(fake)" in line and "energy 1 of 1" in line
+
+
+def test_crossval_refuses_a_model_profile_as_measurements(tmp_path, capsys):
+    """`profile crossval P.csv` with P a model profile from `profile build` ran (exit 0) and reported "time 0.25 %,
+    power 0.66 %": the model fitted to its own predictions, printed like a validation."""
+    p = tmp_path / "p.csv"
+    assert run_cli(["profile", "build", "--trace", RTX_TRACE, "--gpu", "rtx3080ti", "-o", str(p)], capsys)[0] == 0
+    one_error_line(*run_cli(["profile", "crossval", str(p)], capsys), "source is 'model'", "kdvfs sweep")
+    one_error_line(*run_cli(["profile", "fit", str(p), "--gpu", "rtx3080ti", "-o", str(tmp_path / "f.csv")], capsys),
+                   "source is 'model'")
