@@ -162,3 +162,12 @@ def test_crossval_refuses_a_model_profile_as_measurements(tmp_path, capsys):
     one_error_line(*run_cli(["profile", "crossval", str(p)], capsys), "source is 'model'", "kdvfs sweep")
     one_error_line(*run_cli(["profile", "fit", str(p), "--gpu", "rtx3080ti", "-o", str(tmp_path / "f.csv")], capsys),
                    "source is 'model'")
+
+
+def test_only_names_the_set_whose_list_holds_the_entries(tmp_path, capsys):
+    """`--set warm-cool --only gemm_bf16_8192_heat1` (a thermal entry) said "not in the zoo; `kdvfs characterize
+    --list` names them", but the plain --list (set all) lists no thermal or warm-cool entry either."""
+    line = one_error_line(*run_cli(["characterize", "--backend", "fake", "--set", "warm-cool", "--only",
+                                    "gemm_bf16_8192_heat1", "-o", str(tmp_path / "c.json")], capsys),
+                          "gemm_bf16_8192_heat1", "--set warm-cool --list")
+    assert "not in the zoo" in line

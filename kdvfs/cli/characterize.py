@@ -88,8 +88,9 @@ def cmd_characterize(a) -> int:
                              "(`kdvfs characterize --list` names them) or leave --only out")
         known = {k.name for k in zoo}
         bad = [w for w in want if w not in known]
-        if bad:
-            raise InputError(f"--only: {', '.join(bad)} not in the zoo; `kdvfs characterize --list` names them")
+        if bad:  # the sets not in `all` (thermal, warm-cool) are not listed by a plain --list either: name the set
+            raise InputError(f"--only: {', '.join(bad)} not in the zoo of --set {a.set}; `kdvfs characterize --set {a.set} "
+                             "--list` names its entries (or give the --set that holds them)")
         zoo = tuple(k for k in zoo if k.name in want)
     if a.list:
         rows = [[k.name, k.category, k.dtype, "x".join(map(str, k.shape)), f"{k.work.flops:.3g}", f"{k.work.bytes:.3g}"]
