@@ -83,6 +83,9 @@ def read_sweep(path: str | Path, min_points: int = 2) -> Sweep:
         for nm, v in (("time_s", t), ("power_w", p)):
             if not math.isfinite(v) or v <= 0:
                 raise FormatError(f"{where}: {nm} is {v!r}; measured values must be positive numbers — drop or redo that row")
+        if r.get("source") == "model":  # a profile from `profile build`: crossval scored the model against itself
+            raise FormatError(f"{where}: source is 'model', a prediction of the kernel model (a profile from `kdvfs "
+                              "profile build`), not a measurement; give the sweep CSV that `kdvfs sweep` wrote")
         if r.get("repeat") not in (None, ""):
             # the same (kernel, setting, repeat) twice is two sweeps written into one file, not a repeat: refuse
             # rather than average two runs silently

@@ -318,9 +318,34 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                           f"{stream.consumed + e.pos}: {e.msg}); the file may be truncated — re-export it") from None
     if not raw.meta.pop("_has_events", False) and not raw.events:
         raise FormatError(f"{str(path)!r} has no 'traceEvents' list: it is not a PyTorch profiler (Chrome) trace")
+    _refuse_duplicated_events(path, raw.gpu)
     if progress is not None:
         progress(stream.consumed + stream.pos)
     return raw
+
+
+def _refuse_duplicated_events(path: Path, gpu: list[GpuEvent]) -> None:
+    """One stream runs one kernel at a time, so two GPU events with the same name, stream, start and duration are one
+    event written twice (two exports merged into one file): imported, every such kernel counted twice, and a step
+    with each event doubled read as twice as long, exit 0. Real steps overlap by at most a few µs (programmatic
+    dependent launch), never at the same start."""
+    import numpy as np
+
+    n = len(gpu)
+    if n < 2:
+        return
+    ts = np.fromiter((g.ts_us for g in gpu), float, n)
+    dur = np.fromiter((g.dur_us for g in gpu), float, n)
+    st = np.fromiter((-1 if g.stream is None else g.stream for g in gpu), np.int64, n)
+    o = np.lexsort((dur, ts, st))
+    same = (np.diff(st[o]) == 0) & (np.diff(ts[o]) == 0) & (np.diff(dur[o]) == 0)
+    dup = [(int(o[i]), int(o[i + 1])) for i in np.flatnonzero(same) if gpu[o[i]].name == gpu[o[i + 1]].name]
+    if dup:
+        e = gpu[dup[0][0]]
+        raise FormatError(f"{str(path)!r}: {len(dup)} GPU events appear twice (same name, stream, start and duration), "
+                          f"e.g. {e.name[:120]!r} at ts={e.ts_us}: one stream runs one kernel at a time, so the file "
+                          "holds duplicated events (two exports merged?); record the step again, or keep one copy of "
+                          "each event")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,9 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+MAX_WINDOW_S = 3600.0
+
+
 def _check_windows(a) -> None:
     """A measured window and a warm-up must be finite, the window positive: NaN ran a zero-length window, whose power
     read above the card's limit."""
@@ -35,6 +38,37 @@ def _check_windows(a) -> None:
         if v is not None and (not math.isfinite(v) or v < 0 or (name == "window" and v <= 0)):
             raise InputError(f"--{name} {v!r} must be a {'positive' if name == 'window' else 'non-negative'} number of "
                              f"seconds; e.g. --{name} {5 if name == 'window' else 1}")
+        if v is not None and v > MAX_WINDOW_S:  # a typo (1e9) would hold a real card for years per entry
+            raise InputError(f"--{name} {v!r} s is more than an hour per zoo entry ({MAX_WINDOW_S:.0f} s at most); "
+                             f"give seconds, e.g. --{name} {5 if name == 'window' else 1}")
+
+
+# Sets whose entries only mean what their names say when measured in order, from the start, in one run: the heat
+# entries warm the card for the "warm"/"hot" entries after them, and a "cool" entry needs a card idle beforehand.
+ORDERED_SETS = ("thermal", "warm-cool")
+
+
+def _refuse_resume_out_of_order(a, zoo) -> None:
+    """A rerun resumes after the entries its file holds; for an ordered set that measured the rest on a card that
+    had cooled (or not) since the interruption, under the names "warm" and "hot". ``--only`` chooses on purpose."""
+    from pathlib import Path
+
+    from hw_backend.characterize import load_characterization
+
+    if a.set not in ORDERED_SETS or a.only is not None or not Path(a.output).is_file():
+        return
+    try:
+        done = {k.get("name") for k in load_characterization(a.output)["kernels"]}
+    except Exception:  # noqa: BLE001 - an unreadable file is the campaign's to report, with its own message
+        return
+    have = [k.name for k in zoo if k.name in done]
+    left = [k.name for k in zoo if k.name not in done]
+    if have and left:
+        raise InputError(f"-o {a.output!r} already holds {len(have)} of the {len(zoo)} entries of --set {a.set}, "
+                         f"which is measured in order from its start (its heat entries warm the card for the entries "
+                         f"after them), so resuming would measure {left[0]} and the rest on a card whose temperature "
+                         "no longer fits their names; give a new -o file to run the set again from its start, or "
+                         "--only NAMES to measure chosen entries on purpose")
 
 
 def cmd_characterize(a) -> int:
@@ -54,8 +88,9 @@ def cmd_characterize(a) -> int:
                              "(`kdvfs characterize --list` names them) or leave --only out")
         known = {k.name for k in zoo}
         bad = [w for w in want if w not in known]
-        if bad:
-            raise InputError(f"--only: {', '.join(bad)} not in the zoo; `kdvfs characterize --list` names them")
+        if bad:  # the sets not in `all` (thermal, warm-cool) are not listed by a plain --list either: name the set
+            raise InputError(f"--only: {', '.join(bad)} not in the zoo of --set {a.set}; `kdvfs characterize --set {a.set} "
+                             "--list` names its entries (or give the --set that holds them)")
         zoo = tuple(k for k in zoo if k.name in want)
     if a.list:
         rows = [[k.name, k.category, k.dtype, "x".join(map(str, k.shape)), f"{k.work.flops:.3g}", f"{k.work.bytes:.3g}"]
@@ -67,6 +102,7 @@ def cmd_characterize(a) -> int:
     from kdvfs.fileio import check_output_path
 
     check_output_path(a.output, "characterisation output", make_parents=True)  # before measuring, not after
+    _refuse_resume_out_of_order(a, zoo)
     if a.backend == "fake":
         from hw_backend.fake import FakeNvml
         from kdvfs.gpus import get_gpu
@@ -85,7 +121,10 @@ def cmd_characterize(a) -> int:
     cmd = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if a.command is None else a.command
     doc = characterize(be, ex, a.output, zoo=zoo, window_s=a.window, warmup_s=a.warmup, steps=not a.no_steps,
                        step_scale=a.step_scale, command=cmd, progress=None if a.json else _say,
-                       threaded_sampler=threaded)
+                       threaded_sampler=threaded,
+                       # the loop gives up on a window after max_s (60 s by default): `--window 100` measured 60 s
+                       # windows in a file whose window_s said 100, with only a log line per entry
+                       max_s=max(60.0, 2.0 * a.window))
     if a.json:
         print_json({"output": a.output, "kernels": len(doc["kernels"]), "step_responses": len(doc["step_responses"])})
         return 0

@@ -199,6 +199,12 @@ def _refuse_inputs_as_outputs(a) -> None:
         if out and Path(out).resolve() in inputs:
             raise InputError(f"{opt} {out!r} is one of the measurements validate-steps reads; writing there would "
                              f"replace it: give a new file name (e.g. {opt} steps-check.{'json' if opt == '-o' else 'png'})")
+    from kdvfs.cli.paths import FIGURE_SUFFIXES
+
+    fig = Path(a.plot) if a.plot else None  # an existing file was left to the check above, then died in matplotlib
+    if fig is not None and fig.suffix and fig.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"--plot {a.plot!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
+                         f"{fig.suffix!r}; give e.g. --plot {str(fig.with_suffix('.png'))!r}")
 
 
 def cmd_validate_steps(a) -> int:
@@ -226,7 +232,9 @@ def cmd_validate_steps(a) -> int:
     if a.characterization:  # NVML's power right after the campaign, for comparison
         from hw_backend.characterize import load_characterization
 
-        after = load_characterization(a.characterization).get("idle_after")
+        ch = load_characterization(a.characterization)
+        ch_card = str(ch.get("gpu") or "an unnamed card")
+        after = ch.get("idle_after")
         if not isinstance(after, dict) or not isinstance(after.get("power_w"), (int, float)):
             raise InputError(f"--characterization {a.characterization!r} has no 'idle_after' power (the campaign's "
                              "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
@@ -277,6 +285,13 @@ def cmd_validate_steps(a) -> int:
             f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's
+    what = {"idle_after": f"the idle power after the --characterization campaign, on {ch_card}" if a.characterization
+            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"}
+    for name, sens in doc.get("gap_power_sensitivity", {}).items():
+        sm = sens["met"]
+        c.print(f"with the gap power at {sens['gap_power_w']:.1f} W ({what.get(name, name)}): energy {sm['energy']} "
+                f"of {sm['of']}, median clock {sm['clock']} of {sm['of']} within the targets", markup=False)
     if not met["of"]:
         raise InputError(f"no step in {a.dir!r} could be checked (every one was skipped, reasons above); give the "
                          "folder `kdvfs measure-steps -o` wrote")

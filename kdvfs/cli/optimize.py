@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from kdvfs.cli.common import (
     SETTINGS_HELP,
@@ -82,21 +81,23 @@ def cmd_optimize(a) -> int:
 
 
 def cmd_frontier(a) -> int:
+    from kdvfs.cli.paths import figure_beside
+    from kdvfs.fileio import check_output_path
     from kdvfs.optimize import frontier
     from kdvfs.plots import plot_frontier
 
+    png = figure_beside(a.output, a.png)  # --png alone writes the figure too (it was ignored without -o)
     if a.output:
-        from kdvfs.fileio import check_output_path
-
         check_output_path(a.output, "CSV output", make_parents=True)
-        check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
+    if png is not None:
+        check_output_path(png, "figure output")
     pb = problem(a)
     scopes = ["local", "global"] if a.scope == "both" else [a.scope]
     curves = {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step) for sc in scopes}
     rows = curves[scopes[-1]]
     if a.output:
         write_csv(rows if len(scopes) == 1 else [dict(r, scope=sc) for sc in scopes for r in curves[sc]], a.output)
-        png = Path(a.png or Path(a.output).with_suffix(".png"))
+    if png is not None:
         # the figure always shows local and global side by side (the study's relaxed-waste figure)
         both = curves if len(scopes) == 2 else {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step)
                                                  for sc in ("local", "global")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["refuse_outputs_over_inputs"]
+__all__ = ["figure_beside", "refuse_outputs_over_inputs"]
 
 
 # Options that name a file a verb reads, and options that name a file it writes, by argparse destination. An output
@@ -19,6 +19,7 @@ __all__ = ["refuse_outputs_over_inputs"]
 # (calibrate-h200's --data and --check, and validate-steps' folder, have their own checks with their own messages.)
 INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "files", "fit", "replay",
                "characterization", "evidence", "work_from", "measured_collectives")
+OWN_INPUT_CHECKS = ("validate-steps", "calibrate-h200")
 OUTPUT_DESTS = ("output", "png", "plot", "timeline", "scaling_png", "md")
 # What matplotlib writes (a figure path with another suffix failed with a traceback after the work was done).
 FIGURE_DESTS = ("png", "plot", "scaling_png")
@@ -56,17 +57,42 @@ def refuse_outputs_over_inputs(args: object) -> None:
                 and not Path(v).is_dir():
             raise InputError(f"{_option(d)} {str(v)!r} is a file, but this command writes a folder of results there; "
                              "give a folder path (it is created if missing)")
+    outs: list[tuple[str, Path]] = []
     for d in OUTPUT_DESTS:
         v = getattr(args, d, None)
         if not isinstance(v, (str, Path)) or not str(v):
             continue
         o = Path(v)
-        # (an existing file given as a figure is left to the checks below and the verb's own, which name the input)
-        if d in FIGURE_DESTS and o.suffix and o.suffix.lower() not in FIGURE_SUFFIXES and not o.is_file():
-            raise InputError(f"{_option(d)} {str(o)!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
-                             f"{o.suffix!r}; give e.g. {_option(d)} {str(o.with_suffix('.png'))!r}")
         for di, i in ins:
             if _same_file(o, i):
                 raise InputError(f"{_option(d)} {str(o)!r} is a file this command reads (its {di.replace('_', ' ')} "
                                  f"input); writing there would replace it with the result: give a new file name (e.g. {_option(d)} "
                                  f"{str(o.with_name('out-' + o.name))!r})")
+        # after the input check (whose message names the input), and for an existing file too: `frontier -o f.csv
+        # --png f.csv` with f.csv already there wrote the CSV, then died in matplotlib with a traceback (the verbs
+        # that check their own inputs keep an existing file for that check, whose message names the input)
+        if d in FIGURE_DESTS and o.suffix and o.suffix.lower() not in FIGURE_SUFFIXES and not (
+                o.is_file() and getattr(args, "cmd", None) in OWN_INPUT_CHECKS):
+            raise InputError(f"{_option(d)} {str(o)!r}: a figure is written as {', '.join(FIGURE_SUFFIXES)}, not "
+                             f"{o.suffix!r}; give e.g. {_option(d)} {str(o.with_suffix('.png'))!r}")
+        for do, p in outs:  # two outputs of one command in one file: the second replaces the first
+            if os.path.abspath(p) == os.path.abspath(o) or _same_file(p, o):
+                raise InputError(f"{_option(do)} and {_option(d)} both name {str(o)!r}; the second would replace the "
+                                 f"first: give each its own file (e.g. {_option(d)} {str(o.with_name('out-' + o.name))!r})")
+        outs.append((d, o))
+
+
+def figure_beside(output: str | None, png: str | None) -> Path | None:
+    """The figure a verb writes with its CSV: ``--png``, else the CSV's path with the suffix ``.png``; None when
+    neither is given. Refuses ``-o X.png``, whose figure would replace the CSV just written (`whatif -o w.png` and
+    `frontier -o f.png` left a PNG and no CSV, exit 0)."""
+    if png:
+        return Path(png)
+    if not output:
+        return None
+    fig = Path(output).with_suffix(".png")
+    if fig == Path(output):
+        raise InputError(f"-o {output!r}: the CSV goes there and the figure beside it as {str(fig)!r}, the same file, so "
+                         f"the figure would replace the CSV; give -o {str(fig.with_suffix('.csv'))!r}, or name the "
+                         "figure with --png")
+    return fig

@@ -65,6 +65,11 @@ def cmd_simulate(a) -> int:
     if a.batch is not None or a.tp != 1:
         return _carried(a, pb, sched, spec, cfg)
     lim = limiter_of(a, spec, can=a.gpus == 1 and a.governor_lag == 0)
+    if lim is not None and a.timeline:
+        # the limiter's simulation records no events: it wrote an empty timeline and said "timeline in FILE", exit 0
+        raise InputError(f"--timeline {a.timeline!r}: the simulation under {spec.name}'s power limiter (--limiter "
+                         f"{a.limiter}) records no timeline; add --limiter off for a timeline without the limiter, or "
+                         "leave out --timeline")
     res = simulate_against_auto(pb, sched, spec, cfg, pc, a.path, unthrottled, lim)
     r = res.result
     if a.timeline:
@@ -175,14 +180,20 @@ def cmd_whatif(a) -> int:
 
     check_card(file_header(resolve_profile_path(profile_ref)).get("gpu", ""), get_gpu(card).name)
     presets = a.switch_model or [card]
+    if a.preset_latency_only and a.latency:  # one of the two was ignored without a word (even --latency nan)
+        raise InputError(f"--preset-latency-only and --latency {a.latency[0]!r} ask for different latencies: "
+                         "--preset-latency-only simulates each preset's own and ignores --latency; give one of them")
     lats: list = [None] if a.preset_latency_only else (a.latency or default_latencies(a.latency_points))
     scen = grid(presets, lats, a.mechanism or ["sync", "predictive"], a.policy or ["auto", "pass", "ideal", "naive", "switch-aware"],
                 a.slack or [0.0])
-    if a.output:  # before computing: a scenario grid must not be lost to an unwritable path
-        from kdvfs.fileio import check_output_path
+    from kdvfs.cli.paths import figure_beside
+    from kdvfs.fileio import check_output_path
 
+    png = figure_beside(a.output, a.png)  # --png alone writes the figure too (it was ignored without -o)
+    if a.output:  # before computing: a scenario grid must not be lost to an unwritable path
         check_output_path(a.output, "CSV output", make_parents=True)
-        check_output_path(a.png or Path(a.output).with_suffix(".png"), "figure output")
+    if png is not None:
+        check_output_path(png, "figure output")
     c = make_console()
     t0 = time.perf_counter()
     if a.settings != "all":  # checked here, once, with a clear message, before any worker starts
@@ -195,12 +206,12 @@ def cmd_whatif(a) -> int:
                    size=size, settings=a.settings)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
-        png = Path(a.png or Path(a.output).with_suffix(".png"))
+    if png is not None:
         try:
             plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")
         except OSError as e:
-            raise InputError(f"figure {str(png)!r} could not be written ({e.strerror or e}); the results are in "
-                             f"{a.output}") from None
+            raise InputError(f"figure {str(png)!r} could not be written ({e.strerror or e})"
+                             + (f"; the results are in {a.output}" if a.output else "")) from None
     if a.json:
         print_json(rows)
         return 0

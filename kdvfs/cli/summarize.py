@@ -18,6 +18,13 @@ def cmd_summarize(a) -> int:
     from simulator import summaries
 
     folder = Path(a.folder or _WHAT[a.what][0])
+    if not folder.is_dir():  # the input first: outside a checkout the message blamed the output's folder
+        from kdvfs.errors import InputError
+
+        raise InputError(f"summarize {a.what}: the measurement folder {str(folder)!r} "
+                         + ("is not a folder" if folder.exists() else "does not exist")
+                         + ("" if a.folder else " (the default, relative to the checkout's root)")
+                         + "; run from the checkout's root or give --folder DIR")
     out = Path(a.output) if a.output else folder / _WHAT[a.what][1]
     if a.what == "h200x2" and not a.output:
         # a replay other than the default gets its own file, never the kept comparison.json
