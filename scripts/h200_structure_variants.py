@@ -1,9 +1,5 @@
-"""The H200 model's structure variants refitted on the zoo and compared by its held-out split (issue 12, sessions 8
-and 9): ``simulator.h200_variants``.
-
-    python -m scripts.h200_structure_variants [options]   (the name the files under validation/h200/small_kernels/
-    and validation/h200/thermal/ were written with)
-"""
+"""The H200 model's structure variants refitted on the zoo, compared by its held-out split (issue 12, sessions 8, 9):
+``simulator.h200_variants``. ``python -m scripts.h200_structure_variants [options]``."""
 
 import argparse
 import json
@@ -12,11 +8,6 @@ import sys
 from pathlib import Path
 
 from simulator.h200_variants import structure_variants
-
-
-def _say(row: dict) -> None:
-    print(row["variant"], row["zoo_all"], row["zoo_heldout"], {d: s["met"] for d, s in row.get("steps", {}).items()},
-          flush=True)
 
 
 def main(argv=None) -> int:
@@ -37,7 +28,7 @@ def main(argv=None) -> int:
                     *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
     doc = structure_variants(Path(__file__).resolve().parents[1], variants=a.variant, steps=a.steps,
                              zoo_only=a.zoo_only, check=a.check, reverse_split=a.reverse_split, command=cmd,
-                             on_row=_say)
+                             on_row=lambda r: print(r["variant"], r["zoo_all"], r["zoo_heldout"], flush=True))
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

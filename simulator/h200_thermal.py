@@ -8,20 +8,19 @@ squares into watts per second of gap and per second of kernels. For the zoo: the
 power (the operating point), the gap entries against temperature, and the fit's power residuals against temperature
 within each file.
 
-Usage: ``python -m scripts.h200_thermal_diagnosis [-o validation/h200/thermal/diagnosis.json]``
+``thermal_diagnosis`` returns the document; ``python -m scripts.h200_thermal_diagnosis [-o
+validation/h200/thermal/diagnosis.json]`` writes it and prints ``diagnosis_lines``.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-__all__ = ["CHECKS", "gap_lengths", "main", "step_rows", "zoo_temperature"]
+__all__ = ["CHECKS", "diagnosis_lines", "gap_lengths", "step_rows", "thermal_diagnosis", "zoo_temperature"]
 
 CHECKS = (("steps", "validation/h200/steps_check.json", "validation/h200/steps"),
           ("steps7", "validation/h200/steps7/steps_check.json", "validation/h200/steps7"),
@@ -184,35 +183,30 @@ def class_shift(root: Path, steps=SHIFT_STEPS, before: str = "validation/h200/fi
     return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default="validation/h200/thermal/diagnosis.json")
-    a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parents[1]
+def thermal_diagnosis(root: Path, command: str = "python -m scripts.h200_thermal_diagnosis") -> dict:
+    """The document of ``python -m scripts.h200_thermal_diagnosis`` (``validation/h200/thermal/diagnosis.json``),
+    from the stored files under ``root`` (the checkout)."""
     rows = step_rows(root)
     held = [r for r in rows if r["set"] == "steps"]
-    doc: dict[str, Any] = {"command": "python -m scripts.h200_thermal_diagnosis" + (f" -o {a.output}" if argv else ""),
-           "checks": [c[1] for c in CHECKS], "held_out_23": _split(held),
-           "seen": _split([r for r in rows if r["set"] != "steps"]), "all": _split(rows),
-           "zoo": zoo_temperature(root), "adamw_as_trace": adamw_as_trace(root),
-           "class_shift_since_session7": class_shift(root), "steps": rows}
-    Path(a.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{'set':7s} {'step':20s} {'dE %':>6s} {'gap':>5s} {'°C':>4s} {'W':>6s} {'<10us':>6s} {'10-100':>6s} "
-          f"{'.1-1ms':>6s} {'>1ms':>6s}")
-    for r in rows:
+    return {"command": command, "checks": [c[1] for c in CHECKS], "held_out_23": _split(held),
+            "seen": _split([r for r in rows if r["set"] != "steps"]), "all": _split(rows),
+            "zoo": zoo_temperature(root), "adamw_as_trace": adamw_as_trace(root),
+            "class_shift_since_session7": class_shift(root), "steps": rows}
+
+
+def diagnosis_lines(doc: dict) -> list[str]:
+    """The diagnosis as text lines: per step the error, gap share, temperature, power and gap-length shares, then
+    the least-squares splits, the zoo's temperatures, AdamW as a trace prices it and the class shifts."""
+    out = [f"{'set':7s} {'step':20s} {'dE %':>6s} {'gap':>5s} {'°C':>4s} {'W':>6s} {'<10us':>6s} {'10-100':>6s} "
+           f"{'.1-1ms':>6s} {'>1ms':>6s}"]
+    for r in doc["steps"]:
         s = list(r["gaps"]["share_by_length"].values())
-        print(f"{r['set']:7s} {r['model']:20s} {r['energy_pct']:6.2f} {r['gap_share']:5.2f} {r['temperature_c']:4.0f} "
-              f"{r['power_w']:6.1f} " + " ".join(f"{x:6.2f}" for x in s))
-    for k in ("held_out_23", "seen", "all"):
-        print(k, json.dumps(doc[k]))
-    print("zoo", json.dumps({k: v for k, v in doc["zoo"].items() if k != "gap_entries"}))
-    print("adamw_as_trace", json.dumps(doc["adamw_as_trace"]))
+        out.append(f"{r['set']:7s} {r['model']:20s} {r['energy_pct']:6.2f} {r['gap_share']:5.2f} "
+                   f"{r['temperature_c']:4.0f} {r['power_w']:6.1f} " + " ".join(f"{x:6.2f}" for x in s))
+    out += [f"{k} {json.dumps(doc[k])}" for k in ("held_out_23", "seen", "all")]
+    out.append("zoo " + json.dumps({k: v for k, v in doc["zoo"].items() if k != "gap_entries"}))
+    out.append("adamw_as_trace " + json.dumps(doc["adamw_as_trace"]))
     for m, v in doc["class_shift_since_session7"].items():
-        print(m, "deficit", v["deficit_j"], "J;", "; ".join(f"{c} {x['session7_j']} → {x['now_j']} J"
-                                                         for c, x in sorted(v["classes"].items())))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        out.append(f"{m} deficit {v['deficit_j']} J; " + "; ".join(f"{c} {x['session7_j']} → {x['now_j']} J"
+                                                                for c, x in sorted(v["classes"].items())))
+    return out

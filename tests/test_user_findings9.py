@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,9 @@ def test_validate_steps_prints_the_check_with_the_characterizations_gap_power(tm
     code, out, err = run_cli(["validate-steps", str(tmp_path), "--gpu", "h200", "--characterization", str(ch)], capsys)
     assert code == 0, err
     line = next(ln for ln in " ".join(out.split()).split("with the gap power at ")[1:] if "--characterization" in ln)
-    assert "(fake)" in line and "energy 1 of 1" in line
+    # the count depends on the bundled model (1 of 1 with session 8's, 0 of 1 with session 9's thermal gap model):
+    # what is checked is that the check with F's idle power is on the terminal and names F's (fake) card
+    assert "(fake)" in line and re.search(r"energy [01] of 1, median clock [01] of 1", line), line
 
 
 def test_crossval_refuses_a_model_profile_as_measurements(tmp_path, capsys):
