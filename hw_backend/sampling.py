@@ -40,7 +40,48 @@ def instant_power_reader(be) -> Callable[[], float | None] | None:
         return None
 
 
-class Sampler:
+class _Poller:
+    """A reading repeated every ``period_s`` in a thread (``threaded``: a real card) or at each ``tick()`` from the
+    measuring loop (the fake, whose time is simulated); ``_once`` is the reading, ``_begin`` what a ``with`` block
+    does before the thread starts. Only reads."""
+
+    threaded: bool
+    period_s: float
+
+    def _init_thread(self) -> None:
+        self._stop = threading.Event()
+        self._th: threading.Thread | None = None
+
+    def _once(self) -> None:
+        raise NotImplementedError
+
+    def _begin(self) -> None:
+        pass
+
+    def tick(self) -> None:
+        """Called by the measuring loop: reads unless a thread does."""
+        if not self.threaded:
+            self._once()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._once()
+            time.sleep(self.period_s)
+
+    def __enter__(self):
+        self._begin()
+        if self.threaded:
+            self._th = threading.Thread(target=self._loop, daemon=True)
+            self._th.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._th is not None:
+            self._th.join()
+
+
+class Sampler(_Poller):
     """Reads SM clock, memory clock, power (1 s average) and instantaneous power, every ``period_s`` in a thread
     (``threaded``) or whenever ``sample()`` is called (the fake, whose time is simulated). Only reads.
     ``clocks_only``: the two clocks alone (power left NaN), for fast sampling that must not disturb the host loop."""
@@ -52,8 +93,7 @@ class Sampler:
         self.instant = None if clocks_only else instant_power_reader(be)
         self.rows: list[tuple[float, int, int, float, float | None]] = []
         self.t0 = now()
-        self._stop = threading.Event()
-        self._th: threading.Thread | None = None
+        self._init_thread()
 
     def sample(self) -> None:
         c, m = self.be.clocks_mhz()
@@ -61,27 +101,13 @@ class Sampler:
         pi = self.instant() if self.instant else None
         self.rows.append((self.now() - self.t0, c, m, p, pi))
 
-    def tick(self) -> None:
-        """Called by the measuring loop: samples unless a thread does."""
-        if not self.threaded:
-            self.sample()
+    _once = sample
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            time.sleep(self.period_s)
+    def _begin(self) -> None:
+        self.t0 = self.now()
 
     def __enter__(self) -> Sampler:
-        self.t0 = self.now()
-        if self.threaded:
-            self._th = threading.Thread(target=self._loop, daemon=True)
-            self._th.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._th is not None:
-            self._th.join()
+        return super().__enter__()
 
 
 # The counter thread's pause between reads: a read itself takes ~3 ms on the H200 (validation/h200/characterization/
@@ -89,7 +115,7 @@ class Sampler:
 COUNTER_READ_PERIOD_S = 0.001
 
 
-class CounterWatch:
+class CounterWatch(_Poller):
     """Reads the energy counter and times its steps, in a thread of its own (``threaded``; a real card, where one
     read takes ~3 ms on the H200) or at each ``tick()`` (the fake, whose time is simulated), so the measuring loop
     never waits on NVML. A step is known to lie between the start of the last read that saw the old value and the
@@ -100,8 +126,7 @@ class CounterWatch:
         self.be, self.now, self.threaded, self.period_s = be, now, threaded, period_s
         self.steps: list[tuple[float, int, float]] = []
         self._last: tuple[float, int] | None = None  # (start of the last read, its value)
-        self._stop = threading.Event()
-        self._th: threading.Thread | None = None
+        self._init_thread()
 
     def read(self) -> None:
         a = self.now()
@@ -111,27 +136,13 @@ class CounterWatch:
             self.steps.append(((self._last[0] + b) / 2, v, (b - self._last[0]) / 2))
         self._last = (a, v)
 
-    def tick(self) -> None:
-        """Called by the measuring loop: reads unless a thread does."""
-        if not self.threaded:
-            self.read()
+    _once = read
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.read()
-            time.sleep(self.period_s)
+    def _begin(self) -> None:
+        self.read()  # the value the first step is seen against
 
     def __enter__(self) -> CounterWatch:
-        self.read()  # the value the first step is seen against
-        if self.threaded:
-            self._th = threading.Thread(target=self._loop, daemon=True)
-            self._th.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._th is not None:
-            self._th.join()
+        return super().__enter__()
 
 
 def counter_window(be, k: ZooKernel, now: Callable[[], float], step: Callable[[], tuple[float, int]], sampler: Sampler,
