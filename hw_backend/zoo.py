@@ -22,7 +22,7 @@ from kdvfs.work import (
     softmax_work,
 )
 
-__all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "default_zoo", "duty_zoo", "full_zoo",
+__all__ = ["LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
            "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "top_clock_zoo",
            "warm_cool_zoo"]
 
@@ -36,7 +36,10 @@ class ZooKernel:
         category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
         op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
             ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``,
-            ``dwconv`` and ``dwconv_bwd`` (a depthwise convolution, shape ``(N, C, H, W, k)``, and its backward).
+            ``dwconv`` and ``dwconv_bwd`` (a depthwise convolution, shape ``(N, C, H, W, k)`` or ``(N, C, H, W, k,
+            stride)``, and its backward), ``batch_norm`` and ``batch_norm_bwd`` (training-mode batch norm over
+            ``(N, C, H, W)``, and its backward), ``sigmoid``, ``avg_pool`` (global average pooling of ``(N, C, H, W)``
+            to ``(N, C)``).
         dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
         shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
         causal: attention with a causal mask.
@@ -84,8 +87,12 @@ class ZooKernel:
             return attention_work(s[0], s[1], s[2], s[2], s[3], d, causal=self.causal, backward=self.op == "sdpa_bwd")
         if self.op in ("add", "mul"):
             return elementwise_work(n, d, inputs=2)
-        if self.op in ("gelu", "silu", "relu"):
-            return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0}[self.op])
+        if self.op in ("gelu", "silu", "relu", "sigmoid"):
+            return elementwise_work(n, d, flops_per_element={"gelu": 8.0, "silu": 4.0, "relu": 1.0, "sigmoid": 4.0}[self.op])
+        if self.op == "avg_pool":  # global average pooling: the whole input read, N·C means written
+            return reduction_work(n, s[0] * s[1], d)
+        if self.op in ("batch_norm", "batch_norm_bwd"):  # sized as the Kineto importer sizes aten's batch_norm ops
+            return norm_work(n, d, backward=self.op == "batch_norm_bwd")
         if self.op in ("sum", "amax"):
             return reduction_work(n, s[0] if len(s) > 1 else 1, d,
                                   flops_per_element=MAX_REDUCTION_FLOPS if self.op == "amax" else 1.0)
@@ -99,14 +106,16 @@ class ZooKernel:
             return copy_work(n, d, out_dtype="bf16" if d == "fp32" else "fp32")
         if self.op == "fill":
             return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
-        if self.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, stride 1, "same" padding: shape (N, C, H, W, k)
-            nb, c, h, w, kk = s
-            out = nb * c * h * w
+        if self.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding: shape (N, C, H, W, k[, stride])
+            nb, c, h, w, kk = s[:5]
+            st = s[5] if len(s) > 5 else 1
+            inp = nb * c * h * w
+            out = nb * c * (-(-h // st)) * (-(-w // st))
             size = 2 if d in ("bf16", "fp16") else 4
             if self.op == "dwconv":  # input read, output written, the C·k² weights read
-                return Work(2.0 * out * kk * kk, float((2 * out + c * kk * kk) * size), d, False)
+                return Work(2.0 * out * kk * kk, float((inp + out + c * kk * kk) * size), d, False)
             # input's and weight's gradients: grad_output read for each, the input read, the input's gradient written
-            return Work(4.0 * out * kk * kk, float((4 * out + 2 * c * kk * kk) * size), d, False)
+            return Work(4.0 * out * kk * kk, float((2 * out + 2 * inp + 2 * c * kk * kk) * size), d, False)
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
             return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
@@ -393,9 +402,48 @@ def warm_cool_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def conv_zoo() -> tuple[ZooKernel, ...]:
+    """The eleventh set (session 9, issue 12's convolutional-step diagnosis, ``validation/h200/convsteps/``): the
+    kernel classes of the small-kernel convolutional steps the model under-predicts in every lease (EfficientNet-B0,
+    MobileNetV2, ResNet-50), at their shapes in those steps (batch 128 × 224² unless named).
+
+    Most of those steps' time is in ATen's channels-first batch norm (statistics, transform, and a backward that
+    was 27 % of EfficientNet-B0's kernel time) and its depthwise convolutions (``conv_depthwise2d``: forward, the
+    input's and the weight's gradients; 3 × 3 and 5 × 5, stride 1 and 2); the zoo had neither batch norm nor MBConv's
+    depthwise shapes (only ConvNeXt's 7 × 7 at stride 1). Also SiLU over the expanded activations, the squeeze-
+    excitation's global average pooling, sigmoid gate and tiny GEMM. Each entry is a CUDA-graph replay sized to a few
+    milliseconds, so host gaps do not dilute it; ``characterize`` records the launch grids. Not fitted when added."""
+    e, nm, r, c, d = "elementwise", "norm", "reduction", "other", "bf16"
+
+    def dw(n: int, ch: int, hw: int, kk: int, st: int, graph: int, bwd: bool = False) -> ZooKernel:
+        op = "dwconv_bwd" if bwd else "dwconv"
+        return ZooKernel(f"{op}_bf16_{n}x{ch}x{hw}x{hw}_k{kk}_s{st}_graph{graph}", c, op, d, (n, ch, hw, hw, kk, st),
+                         graph=graph)
+
+    def bn(n: int, ch: int, hw: int, graph: int, bwd: bool = False) -> ZooKernel:
+        op = "batch_norm_bwd" if bwd else "batch_norm"
+        return ZooKernel(f"{op}_bf16_{n}x{ch}x{hw}x{hw}_graph{graph}", nm, op, d, (n, ch, hw, hw), graph=graph)
+
+    return (
+        dw(128, 32, 112, 3, 1, 16), dw(128, 96, 112, 3, 2, 16), dw(128, 144, 56, 5, 2, 16), dw(128, 240, 28, 5, 1, 32),
+        dw(128, 480, 14, 3, 1, 64), dw(128, 1152, 7, 5, 1, 64),
+        dw(128, 32, 112, 3, 1, 8, True), dw(128, 144, 56, 3, 1, 8, True), dw(128, 240, 28, 5, 1, 16, True),
+        dw(128, 672, 14, 5, 1, 16, True), dw(128, 1152, 7, 5, 1, 16, True),
+        # one block per channel: the few-channel, large-image norms take most of the steps' batch-norm time
+        bn(128, 32, 112, 4), bn(128, 144, 56, 8), bn(128, 1152, 7, 32),
+        bn(128, 16, 112, 4, True), bn(128, 32, 112, 4, True), bn(128, 96, 112, 4, True), bn(128, 144, 56, 8, True),
+        bn(128, 64, 56, 8, True),  # ResNet-50's first stage
+        ZooKernel("silu_bf16_128x96x112x112_graph8", e, "silu", d, (128, 96, 112, 112), graph=8),
+        ZooKernel("sigmoid_bf16_128x1152_graph1024", e, "sigmoid", d, (128, 1152), graph=1024),
+        ZooKernel("avg_pool_bf16_128x480x14x14_graph64", r, "avg_pool", d, (128, 480, 14, 14), graph=64),
+        ZooKernel("avg_pool_bf16_128x1152x7x7_graph64", r, "avg_pool", d, (128, 1152, 7, 7), graph=64),
+        _g("bf16", 128, 48, 1152, graph=1024),  # squeeze-excitation's reduce at 1152 channels
+    )
+
+
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
-            "thermal": thermal_zoo, "warm-cool": warm_cool_zoo}
+            "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

@@ -156,10 +156,29 @@ class TorchZoo:
             self._keep.append(c)
             f = torch.add if k.op == "add" else torch.mul
             return lambda: f(a, b, out=c)
-        if k.op in ("gelu", "silu", "relu"):
+        if k.op in ("gelu", "silu", "relu", "sigmoid"):
             a = rnd(*s)
-            f = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu}[k.op]
+            f = {"gelu": F.gelu, "silu": F.silu, "relu": F.relu, "sigmoid": torch.sigmoid}[k.op]
             return lambda: f(a)
+        if k.op == "avg_pool":  # global average pooling, as squeeze-excitation's AdaptiveAvgPool2d(1) runs it
+            a = rnd(*s)
+            return lambda: a.mean(dim=(2, 3))
+        if k.op in ("batch_norm", "batch_norm_bwd"):
+            # training mode, bf16 activations with fp32 affine parameters and running statistics (an autocast step's
+            # BatchNorm2d): ATen's channels-first kernels, one block row per channel
+            c = s[1]
+            x, wt, bs = rnd(*s), rnd(c, dtype=torch.float32), rnd(c, dtype=torch.float32)
+            rm, rv = torch.zeros(c, device=dev), torch.ones(c, device=dev)
+            self._keep += [rm, rv]
+            if k.op == "batch_norm":
+                return lambda: F.batch_norm(x, rm, rv, wt, bs, training=True)
+            # the aten backward a training step's autograd calls, called directly: autograd.grad inside a CUDA-graph
+            # capture failed on the H200 (characterization8's dwconv_bwd entry)
+            y, mean, invstd = torch.ops.aten.native_batch_norm(x, wt, bs, rm, rv, True, 0.1, 1e-5)
+            gy = torch.randn_like(y)
+            self._keep += [y, mean, invstd, gy]
+            return lambda: torch.ops.aten.native_batch_norm_backward(gy, x, wt, rm, rv, mean, invstd, True, 1e-5,
+                                                                     [True, True, True])
         if k.op == "sum":
             a = rnd(*s)
             return lambda: a.sum()
@@ -196,16 +215,20 @@ class TorchZoo:
             a = torch.empty(*s, device=dev, dtype=dt)
             self._keep.append(a)
             return lambda: a.fill_(1.5)
-        if k.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding, as ConvNeXt's token mixer
-            nb, c, h, w_, kk = s
-            x = rnd(nb, c, h, w_, req=k.op == "dwconv_bwd")
-            wt = rnd(c, 1, kk, kk, req=k.op == "dwconv_bwd")
+        if k.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding, as ConvNeXt's and MBConv's
+            nb, c, h, w_, kk = s[:5]
+            st = s[5] if len(s) > 5 else 1
+            x, wt = rnd(nb, c, h, w_), rnd(c, 1, kk, kk)
             if k.op == "dwconv":
-                return lambda: F.conv2d(x, wt, padding=kk // 2, groups=c)
-            y = F.conv2d(x, wt, padding=kk // 2, groups=c)
+                return lambda: F.conv2d(x, wt, stride=st, padding=kk // 2, groups=c)
+            y = F.conv2d(x, wt, stride=st, padding=kk // 2, groups=c)
             gy = torch.randn_like(y)
             self._keep += [y, gy]
-            return lambda: torch.autograd.grad(y, (x, wt), gy, retain_graph=True)
+            # aten's convolution_backward (the input's and the weight's gradients), as autograd calls it in a step,
+            # called directly: autograd.grad inside a CUDA-graph capture failed on the H200 (characterization8)
+            p = kk // 2
+            return lambda: torch.ops.aten.convolution_backward(gy, x, wt, None, [st, st], [p, p], [1, 1], False,
+                                                               [0, 0], c, [True, True, False])
         if k.op == "idle":  # nothing launched: the wait (gap_s) is the whole invocation
             return lambda: None
         if k.op == "adamw":

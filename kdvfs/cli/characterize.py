@@ -88,7 +88,7 @@ def cmd_characterize(a) -> int:
                              "(`kdvfs characterize --list` names them) or leave --only out")
         known = {k.name for k in zoo}
         bad = [w for w in want if w not in known]
-        if bad:  # the sets not in `all` (thermal, warm-cool) are not listed by a plain --list either: name the set
+        if bad:  # the sets not in `all` (thermal, warm-cool, conv) are not listed by a plain --list either: name the set
             raise InputError(f"--only: {', '.join(bad)} not in the zoo of --set {a.set}; `kdvfs characterize --set {a.set} "
                              "--list` names its entries (or give the --set that holds them)")
         zoo = tuple(k for k in zoo if k.name in want)
@@ -282,7 +282,7 @@ def register(sub, j) -> None:
     sp.add_argument("--window", type=float, default=5.0, help="measured window per kernel, seconds (default 5)")
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
-                                                "attention", "held-duty", "small", "thermal", "warm-cool"],
+                                                "attention", "held-duty", "small", "thermal", "warm-cool", "conv"],
                     default="all",
                     help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
                          "power, idle), step-shapes (kernels at real training steps' shapes), duty (heavy kernels in "
@@ -292,7 +292,9 @@ def register(sub, j) -> None:
                          "top clock), small (CUDA-graph replays of small kernels that keep few SMs busy, with their "
                          "launch grids), thermal (host-gap power and small kernels on a warm card "
                          "as it cools, short gaps after bursts; run it right after real steps; not in all), warm-cool (the same kernels on a cool and a hot die, tiny kernels "
-                         "launched one by one, gap lengths after a burst; on a card idle for 30 s; not in all) or all (default: %(default)s)")
+                         "launched one by one, gap lengths after a burst; on a card idle for 30 s; not in all), conv "
+                         "(batch norm, depthwise convolutions, SiLU, pooling at the convolutional steps' shapes; not in "
+                         "all) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
     sp.add_argument("--no-steps", action="store_true", help="skip the step responses")
