@@ -10,7 +10,7 @@ pass-level optima, or staying at auto: those are evaluated the same way and the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -180,18 +180,22 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
     from_val = np.empty(shape + (S,))
     flat = sw_cost.reshape(-1)
     row_start = (np.arange(B * S) * S).reshape(shape)
-    add, minimum = np.add, np.minimum
-    rows_of: Callable[[np.ndarray], np.ndarray] = (lambda v: v) if B == 1 else (lambda v: v[:, None, :])
+    # val + stall written into every row: for a batch, through the buffer's (new, plan, old) view, to which the
+    # (plan, old) values broadcast
+    fill = from_val if B == 1 else from_val.transpose(1, 0, 2)
+    # the loop's methods looked up once (each lookup per step is ~5 % of a step's Python time)
+    add, minimum, argmin, take = np.add, np.minimum, sw_cost.argmin, flat.take
+    prev_append, best_append, val_append = from_prev.append, best_sws.append, vals.append
     for k in ks[1:]:
-        from_val[...] = rows_of(val + st)
+        fill[...] = val + st
         add(from_val, trans_list[k], out=sw_cost)
-        best_prev = sw_cost.argmin(axis=-1)
-        best_sw = flat.take(row_start + best_prev)  # sw_cost[(b,) s, best_prev], without fancy indexing
-        from_prev.append(best_prev)
-        best_sws.append(best_sw)
+        best_prev = argmin(axis=-1)
+        best_sw = take(row_start + best_prev)  # sw_cost[(b,) s, best_prev], without fancy indexing
+        prev_append(best_prev)
+        best_append(best_sw)
         val = minimum(val, best_sw)  # where(val <= best_sw, val, best_sw): the same values
         val += own_list[k]
-        vals.append(val)
+        val_append(val)
     if B == 1:
         return [cand[_backtrack(vals, best_sws, from_prev, int(np.argmin(val)))]]
     # all plans back at once: one small gather per instance instead of one Python step per instance and plan
@@ -257,30 +261,36 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     line = cost.reshape(-1)
     row_start = idx * (S * A)
     multiply, add, minimum = np.multiply, np.add, np.minimum
-    val_l, as_row = list(vals), list(vals[:, None])  # (S, A) and (1, S, A)
-    head_l, tail_l = list(vals[:, :, :A - 1]), list(vals[:, :, 1:])  # ages 0 … A−2 and 1 … A−1
-    cap_l, age0_l = list(vals[:, :, A - 1]), list(vals[:, :, 0])
+    val_l, cap_l, age0_l = list(vals), list(vals[:, :, A - 1]), list(vals[:, :, 0])
+    # the states' growing ages as one contiguous copy: instance i's flat (setting, age) values from position 1 on take
+    # instance i − 1's up to its last but one, which puts age a − 1 at age a (the age-0 entries the copy also writes,
+    # from the setting before, are then overwritten by the switch step)
+    line_all = vals.reshape(-1)
+    older = np.lib.stride_tricks.as_strided(line_all, (n, S * A - 1), (S * A * line_all.itemsize, line_all.itemsize))
+    newer = np.lib.stride_tricks.as_strided(line_all[1:], (n, S * A - 1), (S * A * line_all.itemsize, line_all.itemsize))
+    older_l, newer_l = list(older), list(newer)
     # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
     # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
     # its own setting's block, found without the (S, S', A) table
     on_time = (frac_all.reshape(n, -1) == 0).all(axis=1).tolist()
     ks = inst.tolist()
+    argmin, take, switch_append = flat.argmin, line.take, from_switch.append  # looked up once, not per step
     for i in range(1, n):
         k = ks[i]
+        newer_l[i][...] = older_l[i - 1]  # stay: the age grows …
         if on_time[i]:
             best = _on_time_switches(val_l[i - 1], age0_l[i])
         else:
             # switching from (s', a') to s: val + frac·(own_old − own_new)
             multiply(frac_l[i], diff_k[k], out=cost)
-            add(cost, as_row[i - 1], out=cost)
+            add(cost, val_l[i - 1], out=cost)  # (S', A) broadcast over the new settings
             line[self_flat] = INF
-            best = flat.argmin(axis=1)
-            age0_l[i][...] = line.take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
-        tail_l[i][...] = head_l[i - 1]  # stay: the age grows …
+            best = argmin(axis=1)
+            age0_l[i][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         # … up to the cap: minimum(cap, prev), the operands in the order of where(cap < prev, cap, prev)
         minimum(cap_l[i - 1], cap_l[i], out=cap_l[i])
         val_l[i] += own_col[k]
-        from_switch.append(best)
+        switch_append(best)
     seq = np.empty(n, dtype=np.int64)
     s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(vals[n - 1])), (S, A)))
     for i in range(n - 1, 0, -1):
