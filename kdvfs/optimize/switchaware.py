@@ -239,14 +239,16 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     # every instance's states in one array, written once each and kept: instance i's row is made from row i − 1 (the
     # views each step needs are made once, as lists, rather than sliced per step), and the backtrack reads which way
     # the capped age came from the two values the step compared
-    vals = np.empty((n, S, A))
-    vals[0] = INF
-    vals[0, :, 0] = own_all[inst[0]]
+    # the states of the instance before and of this one in two buffers used in turn, each with the views a step
+    # needs made once (no per-step slicing or allocation)
+    bufs = np.empty((2, S, A))
+    bufs[0] = INF
+    bufs[0, :, 0] = own_all[inst[0]]
     # back pointers, compactly (one array per instance in a list: appending is cheaper than storing a row): a run of
     # age 0 came from the flattened (setting, age) `from_switch[i]`; a run of age a in 1 … A−2 from (same setting,
-    # a − 1); the capped age from (same setting, A − 1) where `vals[i − 1, s, A − 1] < vals[i − 1, s, A − 2]`, else
-    # A − 2
+    # a − 1); the capped age from (same setting, A − 1) where `from_cap[i]`, else A − 2
     from_switch: list[np.ndarray] = [np.zeros(S, dtype=np.int64)]
+    from_cap: list[np.ndarray] = [np.zeros(S, dtype=bool)]
     idx = np.arange(S)
     # per kernel: own_old − own_new for every (new, old) pair; laid out (new, old, age) so that the minimum over
     # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
@@ -260,46 +262,47 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     flat = cost.reshape(S, S * A)
     line = cost.reshape(-1)
     row_start = idx * (S * A)
-    multiply, add, minimum = np.multiply, np.add, np.minimum
-    val_l, cap_l, age0_l = list(vals), list(vals[:, :, A - 1]), list(vals[:, :, 0])
-    # the states' growing ages as one contiguous copy: instance i's flat (setting, age) values from position 1 on take
-    # instance i − 1's up to its last but one, which puts age a − 1 at age a (the age-0 entries the copy also writes,
-    # from the setting before, are then overwritten by the switch step)
-    line_all = vals.reshape(-1)
-    older = np.lib.stride_tricks.as_strided(line_all, (n, S * A - 1), (S * A * line_all.itemsize, line_all.itemsize))
-    newer = np.lib.stride_tricks.as_strided(line_all[1:], (n, S * A - 1), (S * A * line_all.itemsize, line_all.itemsize))
-    older_l, newer_l = list(older), list(newer)
+    multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
+    val_b, cap_b, age0_b = list(bufs), list(bufs[:, :, A - 1]), list(bufs[:, :, 0])
+    # the growing ages as one contiguous copy: the flat (setting, age) values from position 1 on take the previous
+    # instance's up to its last but one, which puts age a − 1 at age a (the age-0 entries it also writes, from the
+    # setting before, are then overwritten by the switch step)
+    older_b, newer_b = list(bufs.reshape(2, -1)[:, :-1]), list(bufs.reshape(2, -1)[:, 1:])
     # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
     # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
     # its own setting's block, found without the (S, S', A) table
     on_time = (frac_all.reshape(n, -1) == 0).all(axis=1).tolist()
     ks = inst.tolist()
-    argmin, take, switch_append = flat.argmin, line.take, from_switch.append  # looked up once, not per step
+    argmin, take = flat.argmin, line.take  # looked up once, not per step
+    switch_append, cap_append = from_switch.append, from_cap.append
     for i in range(1, n):
         k = ks[i]
-        newer_l[i][...] = older_l[i - 1]  # stay: the age grows …
+        o, c = (i - 1) & 1, i & 1  # the buffers of the instance before and of this one
+        val = val_b[o]
+        newer_b[c][...] = older_b[o]  # stay: the age grows …
         if on_time[i]:
-            best = _on_time_switches(val_l[i - 1], age0_l[i])
+            best = _on_time_switches(val, age0_b[c])
         else:
             # switching from (s', a') to s: val + frac·(own_old − own_new)
             multiply(frac_l[i], diff_k[k], out=cost)
-            add(cost, val_l[i - 1], out=cost)  # (S', A) broadcast over the new settings
+            add(cost, val, out=cost)  # (S', A) broadcast over the new settings
             line[self_flat] = INF
             best = argmin(axis=1)
-            age0_l[i][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
-        # … up to the cap: minimum(cap, prev), the operands in the order of where(cap < prev, cap, prev)
-        minimum(cap_l[i - 1], cap_l[i], out=cap_l[i])
-        val_l[i] += own_col[k]
+            age0_b[c][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
+        # … up to the cap: where(cap < prev, cap, prev), as minimum(cap, prev) (the same values); prev is the copy's
+        cap_append(less(cap_b[o], cap_b[c]))
+        minimum(cap_b[o], cap_b[c], out=cap_b[c])
+        val_b[c] += own_col[k]
         switch_append(best)
     seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(vals[n - 1])), (S, A)))
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val_b[(n - 1) & 1])), (S, A)))
     for i in range(n - 1, 0, -1):
         seq[i] = s_
         if a_ == 0:
             s_, a_ = divmod(int(from_switch[i][s_]), A)
         elif a_ < A - 1:
             a_ -= 1
-        elif not vals[i - 1, s_, A - 1] < vals[i - 1, s_, A - 2]:
+        elif not from_cap[i][s_]:
             a_ = A - 2
     seq[0] = s_
     return cand[seq]
