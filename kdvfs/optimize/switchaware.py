@@ -10,7 +10,7 @@ pass-level optima, or staying at auto: those are evaluated the same way and the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -165,49 +165,60 @@ def _dp_many(pb: Problem, cand: np.ndarray, jobs: list[tuple[float, SwitchModel,
         trans_list, own_list, st, shape = list(trans[:, 0]), list(own[:, 0]), float(stall_cost[0, 0]), (S,)
     else:  # indexing a list is cheaper than slicing an array, per step
         trans_list, own_list, st, shape = list(trans), list(own), stall_cost, (B, S)
-    # back pointers, one array per instance in a list (appending is cheaper than storing a row): the instance before
-    # stayed at the same setting where `stayed[i]`, else came from `from_prev[i]`
+    # back pointers, one array per instance in a list (appending is cheaper than storing a row): instance i stayed at
+    # the setting of instance i − 1 where `vals[i - 1] <= best_sw[i]` (compared by the backtrack along the plan only,
+    # not per step for every state: the arrays are kept as they were made, never written again), else came from
+    # `from_prev[i]`
     ks = inst.tolist()
     val = own_list[ks[0]].copy()  # E[k0] + lam * T[k0], as computed for the table (the same values)
     from_prev: list[np.ndarray] = [np.broadcast_to(np.arange(S), shape)]
-    stayed: list[np.ndarray] = [np.ones(shape, dtype=bool)]
+    vals: list[np.ndarray] = [val]
+    best_sws: list[np.ndarray] = [val]  # instance 0 has no predecessor: never read
     sw_cost = np.empty(shape + (S,))
     # val + stall copied into every row of a full buffer first: adding the transition table is then one contiguous
     # pass, where adding the broadcast row runs numpy's inner loop once per row (the same sums, ~5 % of a plan less)
     from_val = np.empty(shape + (S,))
     flat = sw_cost.reshape(-1)
     row_start = (np.arange(B * S) * S).reshape(shape)
-    add, minimum, less_equal = np.add, np.minimum, np.less_equal
-    rows_of: Callable[[np.ndarray], np.ndarray] = (lambda v: v) if B == 1 else (lambda v: v[:, None, :])
+    # val + stall written into every row: for a batch, through the buffer's (new, plan, old) view, to which the
+    # (plan, old) values broadcast
+    fill = from_val if B == 1 else from_val.transpose(1, 0, 2)
+    # the loop's methods looked up once (each lookup per step is ~5 % of a step's Python time)
+    add, minimum, argmin, take = np.add, np.minimum, sw_cost.argmin, flat.take
+    prev_append, best_append, val_append = from_prev.append, best_sws.append, vals.append
     for k in ks[1:]:
-        from_val[...] = rows_of(val + st)
+        fill[...] = val + st
         add(from_val, trans_list[k], out=sw_cost)
-        best_prev = sw_cost.argmin(axis=-1)
-        best_sw = flat.take(row_start + best_prev)  # sw_cost[(b,) s, best_prev], without fancy indexing
-        stayed.append(less_equal(val, best_sw))
-        from_prev.append(best_prev)
-        val = minimum(val, best_sw)  # where(stayed, val, best_sw): the same values
+        best_prev = argmin(axis=-1)
+        best_sw = take(row_start + best_prev)  # sw_cost[(b,) s, best_prev], without fancy indexing
+        prev_append(best_prev)
+        best_append(best_sw)
+        val = minimum(val, best_sw)  # where(val <= best_sw, val, best_sw): the same values
         val += own_list[k]
+        val_append(val)
     if B == 1:
-        return [cand[_backtrack(stayed, from_prev, int(np.argmin(val)))]]
+        return [cand[_backtrack(vals, best_sws, from_prev, int(np.argmin(val)))]]
     # all plans back at once: one small gather per instance instead of one Python step per instance and plan
     seq = np.empty((n, B), dtype=np.int64)
     s = val.argmin(axis=1)
     rows = np.arange(B)
-    for i in range(n - 1, -1, -1):
+    for i in range(n - 1, 0, -1):
         seq[i] = s
-        s = np.where(stayed[i][rows, s], s, from_prev[i][rows, s])
+        s = np.where(vals[i - 1][rows, s] <= best_sws[i][rows, s], s, from_prev[i][rows, s])
+    seq[0] = s
     return [cand[seq[:, j]] for j in range(B)]
 
 
-def _backtrack(stayed: list[np.ndarray], from_prev: list[np.ndarray], s: int) -> np.ndarray:
-    """One plan's setting (candidate position) per instance, from its last one back through the pointers."""
-    n = len(stayed)
+def _backtrack(vals: list[np.ndarray], best_sws: list[np.ndarray], from_prev: list[np.ndarray], s: int) -> np.ndarray:
+    """One plan's setting (candidate position) per instance, from its last one back through the pointers: instance
+    i stayed where ``vals[i - 1][s] <= best_sws[i][s]`` (the comparison the step made, on the same two values)."""
+    n = len(vals)
     seq = np.empty(n, dtype=np.int64)
-    for i in range(n - 1, -1, -1):
+    for i in range(n - 1, 0, -1):
         seq[i] = s
-        if not stayed[i][s]:
+        if not vals[i - 1][s] <= best_sws[i][s]:
             s = int(from_prev[i][s])
+    seq[0] = s
     return seq
 
 
@@ -225,8 +236,14 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     if frac_all is None:
         frac_all = _late_fractions(pb, cand, sw, ages)
     INF = np.inf
-    val = np.full((S, A), INF)
-    val[:, 0] = own_all[inst[0]]
+    # every instance's states in one array, written once each and kept: instance i's row is made from row i − 1 (the
+    # views each step needs are made once, as lists, rather than sliced per step), and the backtrack reads which way
+    # the capped age came from the two values the step compared
+    # the states of the instance before and of this one in two buffers used in turn, each with the views a step
+    # needs made once (no per-step slicing or allocation)
+    bufs = np.empty((2, S, A))
+    bufs[0] = INF
+    bufs[0, :, 0] = own_all[inst[0]]
     # back pointers, compactly (one array per instance in a list: appending is cheaper than storing a row): a run of
     # age 0 came from the flattened (setting, age) `from_switch[i]`; a run of age a in 1 … A−2 from (same setting,
     # a − 1); the capped age from (same setting, A − 1) where `from_cap[i]`, else A − 2
@@ -246,42 +263,48 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     line = cost.reshape(-1)
     row_start = idx * (S * A)
     multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
+    val_b, cap_b, age0_b = list(bufs), list(bufs[:, :, A - 1]), list(bufs[:, :, 0])
+    # the growing ages as one contiguous copy: the flat (setting, age) values from position 1 on take the previous
+    # instance's up to its last but one, which puts age a − 1 at age a (the age-0 entries it also writes, from the
+    # setting before, are then overwritten by the switch step)
+    older_b, newer_b = list(bufs.reshape(2, -1)[:, :-1]), list(bufs.reshape(2, -1)[:, 1:])
     # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
     # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
     # its own setting's block, found without the (S, S', A) table
     on_time = (frac_all.reshape(n, -1) == 0).all(axis=1).tolist()
-    for i, k in enumerate(inst.tolist()):
-        if i == 0:
-            continue
-        new = np.empty((S, A))
+    ks = inst.tolist()
+    argmin, take = flat.argmin, line.take  # looked up once, not per step
+    switch_append, cap_append = from_switch.append, from_cap.append
+    for i in range(1, n):
+        k = ks[i]
+        o, c = (i - 1) & 1, i & 1  # the buffers of the instance before and of this one
+        val = val_b[o]
+        newer_b[c][...] = older_b[o]  # stay: the age grows …
         if on_time[i]:
-            best = _on_time_switches(val, new[:, 0])
+            best = _on_time_switches(val, age0_b[c])
         else:
             # switching from (s', a') to s: val + frac·(own_old − own_new)
             multiply(frac_l[i], diff_k[k], out=cost)
-            add(cost, val[None], out=cost)
+            add(cost, val, out=cost)  # (S', A) broadcast over the new settings
             line[self_flat] = INF
-            best = flat.argmin(axis=1)
-            new[:, 0] = line.take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
-        new[:, 1:A - 1] = val[:, :A - 2]  # stay: the age grows …
-        cap, prev = val[:, A - 1], val[:, A - 2]
-        from_cap.append(less(cap, prev))
-        new[:, A - 1] = minimum(cap, prev)  # … up to the cap (where(cap < prev, cap, prev): the same values)
-        new += own_col[k]
-        val = new
-        from_switch.append(best)
+            best = argmin(axis=1)
+            age0_b[c][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
+        # … up to the cap: where(cap < prev, cap, prev), as minimum(cap, prev) (the same values); prev is the copy's
+        cap_append(less(cap_b[o], cap_b[c]))
+        minimum(cap_b[o], cap_b[c], out=cap_b[c])
+        val_b[c] += own_col[k]
+        switch_append(best)
     seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val)), val.shape))
-    for i in range(n - 1, -1, -1):
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val_b[(n - 1) & 1])), (S, A)))
+    for i in range(n - 1, 0, -1):
         seq[i] = s_
-        if i == 0:
-            break
         if a_ == 0:
             s_, a_ = divmod(int(from_switch[i][s_]), A)
         elif a_ < A - 1:
             a_ -= 1
         elif not from_cap[i][s_]:
             a_ = A - 2
+    seq[0] = s_
     return cand[seq]
 
 
@@ -483,6 +506,7 @@ class _Search:
         self.left = 0  # bisection steps still to take (none before ``start``)
         self.iterations = iterations
         self.results: list[tuple[float, float, np.ndarray, str, dict]] = []
+        self.evaluations: dict[tuple[str, bytes], dict] = {}  # exact evaluations by the plan's setting indices
         self.hi: float | None = None  # λ's bracket (hi None: not yet found) and the next λ
         self.lo, self.lam = 0.0, 0.0
         self.cand = np.zeros(0, dtype=np.int64)
@@ -491,8 +515,14 @@ class _Search:
         self.deferred_at = 0  # … whose place in the order of tries (ties break by it) is here
 
     def evaluated(self, sidx: np.ndarray, solver: str) -> tuple[float, float, np.ndarray, str, dict]:
-        ev = _evaluate_sidx(self.pb, sidx, self.sw, self.mechanism, self.costs)
-        return ev["time_s"], ev["energy_j"], sidx, solver, ev
+        # a plan already evaluated is not evaluated again (the bisection's last plans and the portfolio's members
+        # repeat: 15 distinct of 26 in a sync call on the benchmark's trace); the evaluation depends on the settings
+        # only, so the values are those a second evaluation gives
+        key = (sidx.dtype.str, sidx.tobytes())
+        ev = self.evaluations.get(key)
+        if ev is None:
+            ev = self.evaluations[key] = _evaluate_sidx(self.pb, sidx, self.sw, self.mechanism, self.costs)
+        return ev["time_s"], ev["energy_j"], sidx, solver, dict(ev)
 
     def consider(self, sidx: np.ndarray, solver: str) -> float:
         self.results.append(self.evaluated(sidx, solver))
