@@ -20,3 +20,20 @@ Kept as they ran, each the provenance of committed files, with logic of their ow
 - ``repack_ray_wheel``: a packaging tool for the lent machines (no kdvfs logic).
 - ``h200x2_session5.sh``: the shell driver of the session-5 device run, as it ran.
 """
+
+
+def write_report(argv, name: str, default_out: str, document, lines) -> int:
+    """The thin entry of a stored-files analysis: ``-o`` (default ``default_out``), ``document(root, command)`` written
+    there as JSON, ``lines(doc)`` printed. ``name`` is the module (``python -m scripts.NAME``)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(prog=f"python -m scripts.{name}")
+    ap.add_argument("-o", "--output", default=default_out)
+    a = ap.parse_args(argv)
+    doc = document(Path(__file__).resolve().parents[1], f"python -m scripts.{name}" + (f" -o {a.output}" if argv else ""))
+    Path(a.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    print("\n".join(lines(doc)))
+    return 0
