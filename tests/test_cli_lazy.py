@@ -44,13 +44,22 @@ def test_command_lines_parse_and_fail_alike(capsys):
     for argv in (["optimize", "--trace", "x", "--slack", "2"], ["-v", "simulate", "--trace", "x", "--schedule", "s.json"],
                  ["trace", "show", "--list"], ["optimize", "--trace", "x", "--json"]):
         assert build_parser(_verb_of(argv)).parse_args(argv) == full.parse_args(argv)
-    for argv in (["optimize", "--no-such-option"], ["optimize", "--slack"], ["simulate", "--path", "nowhere"]):
+    for argv in (["optimize", "--no-such-option"], ["optimize", "--slack"], ["simulate", "--path", "nowhere"],
+                 ["analyze", "--trace", "x"], ["demo", "--no-such-option"]):
         errors = []
         for p in (build_parser(_verb_of(argv)), full):
             with pytest.raises(SystemExit):
                 p.parse_args(argv)
             errors.append(capsys.readouterr().err)
         assert errors[0] == errors[1] and errors[0]
+
+
+def test_the_full_usage_and_help_list_every_verb_in_order():
+    """The usage line names the verbs from the map; in the full parser that is exactly what argparse would list."""
+    full = build_parser()
+    listed = full.format_usage().split("{", 1)[1].split("}", 1)[0].replace("\n", "").replace(" ", "")
+    assert listed.split(",") == list(FULL) == list(_MODULE_OF)
+    assert "{" + ",".join(FULL) + "}" in full.format_help().replace("\n", "").replace(" ", "")
 
 
 def test_the_verb_of_a_command_line():

@@ -113,7 +113,9 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="kdvfs", description="Kernel-level DVFS for LLM training.")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     p.add_argument("--version", action="version", version=f"kdvfs {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    # every verb in the usage line, as the full parser lists them, also where only one module is registered (an
+    # error the top parser reports, e.g. an option the verb lacks, shows that usage)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{" + ",".join(_MODULE_OF) + "}")
 
     def j(sp):
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
