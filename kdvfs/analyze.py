@@ -34,7 +34,7 @@ from kdvfs.schedule import Schedule, save_schedule
 from kdvfs.switching import MECHANISMS, SwitchCosts, check_mechanism
 from kdvfs.trace import Trace
 
-__all__ = ["IDEAL", "analyze", "limiter_caution", "write_report"]
+__all__ = ["IDEAL", "analyze", "limiter_caution", "schedule_low_clock_note", "write_report"]
 
 log = logging.getLogger(__name__)
 
@@ -152,13 +152,13 @@ def analyze(trace: Trace, spec: GpuSpec, profile: Profile | None = None, slacks:
     return doc, schedules
 
 
-def low_clock_note(doc: dict) -> str:
+def low_clock_note(doc: dict, subject: str = "the free-switching schedules run") -> str:
     """The caution that the free-switching schedules spend much of the iteration below half the boost clock, where a
     model profile extrapolates ("" when they do not, or the profile was measured). Printed by `analyze` as well as
     written to report.md: on the Falcon step 54 % of the time was there, and only the report said so (session 8)."""
     if doc.get("profile") != "model" or doc.get("low_clock_time_share", 0.0) <= 0.05:
         return ""
-    return (f"Caution: the free-switching schedules run {100 * doc['low_clock_time_share']:.0f} % of the "
+    return (f"Caution: {subject} {100 * doc['low_clock_time_share']:.0f} % of the "
             "iteration's time below half the boost clock. The model there is an extrapolation: a card fitted to "
             "observe-only data (the H200) never ran a kernel at such a clock, and a kernel whose time the model "
             "finds independent of the core clock is sent to the lowest one. Measure a few of those kernels "
@@ -193,12 +193,23 @@ def coarse_boundaries_note(doc: dict[str, Any]) -> str | None:
             "`with_modules=True, with_stack=True` (README, step 1) to let them switch at every layer.")
 
 
-def _low_clock_share(pb: Problem, sched: Schedule, spec: GpuSpec) -> float:
-    """Share of the iteration's auto time that ``sched`` runs below half the card's boost clock."""
+def schedule_low_clock_note(pb: Problem, sched: Schedule, spec: GpuSpec) -> str:
+    """``low_clock_note`` for one schedule: the share of the iteration's auto time it runs below half the boost clock
+    at settings the profile took from the model (measured rows are not an extrapolation). ``kdvfs optimize`` prints
+    it (tester8 and tester9: only `analyze` warned)."""
+    share = _low_clock_share(pb, sched, spec, model_only=True)
+    return low_clock_note({"profile": "model", "low_clock_time_share": share}, "this schedule runs")
+
+
+def _low_clock_share(pb: Problem, sched: Schedule, spec: GpuSpec, model_only: bool = False) -> float:
+    """Share of the iteration's auto time that ``sched`` runs below half the card's boost clock (``model_only``: at
+    settings whose profile entry came from the model)."""
     s = pb.instance_setting_index(sched)
     inst = pb.trace.instances()
     core = np.array([c for c, _ in pb.profile.settings])[s]
     low = (core != 0) & (core < 0.5 * spec.boost_core_mhz)
+    if model_only:
+        low &= pb.profile.source[inst, s] == "model"
     t = pb.T[inst, pb.auto]
     return float(t[low].sum() / t.sum()) if t.sum() > 0 else 0.0
 

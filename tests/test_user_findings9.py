@@ -190,3 +190,18 @@ def test_a_trace_with_every_gpu_event_written_twice_is_refused(tmp_path, capsys)
     assert not (tmp_path / "t.json").exists()
     # the recorded step itself still imports (its kernels on one stream overlap by a few µs at most, never start twice)
     assert run_cli(["trace", "import", str(src), "-o", str(tmp_path / "t.json")], capsys)[0] == 0
+
+
+def test_optimize_cautions_when_the_plan_runs_below_half_the_boost_clock(tmp_path, capsys):
+    """tester8/tester9: the free-switching plans send memory-bound kernels to 345 MHz on the H200, a clock its
+    observe-only data never ran at; `analyze` said so, `optimize` did not."""
+    t = tmp_path / "t.json"
+    assert run_cli(["trace", "import", str(ROOT / "validation/h200/steps9/bigcode-0.3b.kineto.json.gz"), "-o", str(t)],
+                   capsys)[0] == 0
+    code, out, err = run_cli(["optimize", "--trace", str(t), "--gpu", "h200", "--slack", "1"], capsys)
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert "this schedule runs" in flat and "below half the boost clock" in flat and "extrapolation" in flat
+    code, out, err = run_cli(["optimize", "--trace", "gpt3xl-llmc-rtx3080ti", "--slack", "0", "--settings", "study"],
+                             capsys)
+    assert code == 0 and "below half the boost clock" not in " ".join(err.split())

@@ -65,6 +65,16 @@ def cmd_optimize(a) -> int:
                   f"time {signed_pct(p.time_change_pct, 3)} %, energy {signed_pct(p.energy_change_pct, 3)} % vs auto, "
                   f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
     card = a.gpu or pb.profile.gpu
+    if card:  # a plan that sends much of the step below half the boost clock on model rows: say it extrapolates
+        from kdvfs.analyze import schedule_low_clock_note
+
+        note = schedule_low_clock_note(pb, s, get_gpu(card))
+        if note:
+            import sys
+
+            from kdvfs.console import make_console
+
+            make_console(sys.stderr).print(note, markup=False)
     if lim is None and a.limiter == "off" and card:
         from kdvfs.limiter import limiter_for
 
