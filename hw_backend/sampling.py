@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from hw_backend.zoo import ZooKernel
 from kdvfs.errors import HardwareError
@@ -40,6 +41,9 @@ def instant_power_reader(be) -> Callable[[], float | None] | None:
         return None
 
 
+_P = TypeVar("_P", bound="_Poller")
+
+
 class _Poller:
     """A reading repeated every ``period_s`` in a thread (``threaded``: a real card) or at each ``tick()`` from the
     measuring loop (the fake, whose time is simulated); ``_once`` is the reading, ``_begin`` what a ``with`` block
@@ -68,7 +72,7 @@ class _Poller:
             self._once()
             time.sleep(self.period_s)
 
-    def __enter__(self):
+    def __enter__(self: _P) -> _P:
         self._begin()
         if self.threaded:
             self._th = threading.Thread(target=self._loop, daemon=True)
@@ -106,9 +110,6 @@ class Sampler(_Poller):
     def _begin(self) -> None:
         self.t0 = self.now()
 
-    def __enter__(self) -> Sampler:
-        return super().__enter__()
-
 
 # The counter thread's pause between reads: a read itself takes ~3 ms on the H200 (validation/h200/characterization/
 # energy_read_probe/), and its counter steps every ~80 ms, so a step is timed to a few ms either way.
@@ -140,9 +141,6 @@ class CounterWatch(_Poller):
 
     def _begin(self) -> None:
         self.read()  # the value the first step is seen against
-
-    def __enter__(self) -> CounterWatch:
-        return super().__enter__()
 
 
 def counter_window(be, k: ZooKernel, now: Callable[[], float], step: Callable[[], tuple[float, int]], sampler: Sampler,

@@ -65,28 +65,20 @@ def cmd_optimize(a) -> int:
                   f"time {signed_pct(p.time_change_pct, 3)} %, energy {signed_pct(p.energy_change_pct, 3)} % vs auto, "
                   f"{basis}, {p.switches} switches{gap}" + (f"; wrote {a.output}" if a.output else ""))
     card = a.gpu or pb.profile.gpu
-    if card:  # a plan that sends much of the step below half the boost clock on model rows: say it extrapolates
-        from kdvfs.analyze import schedule_low_clock_note
+    if not card:
+        return 0
+    from kdvfs.analyze import schedule_low_clock_note
+    from kdvfs.limiter import limiter_for
 
-        note = schedule_low_clock_note(pb, s, get_gpu(card))
-        if note:
-            import sys
-
-            from kdvfs.console import make_console
-
-            make_console(sys.stderr).print(note, markup=False)
-    if lim is None and a.limiter == "off" and card:
-        from kdvfs.limiter import limiter_for
-
-        if limiter_for(get_gpu(card)) is not None:  # simulate/compare/whatif run it by default: say so here
-            import sys
-
-            from kdvfs.console import make_console
-
-            make_console(sys.stderr).print(
-                f"note: {card} has a fitted power limiter; this plan prices each kernel throttled alone, and "
-                "`kdvfs simulate` runs it under the limiter by default, where it can exceed its slack; `--limiter auto` "
-                "chooses under the limiter", markup=False)
+    card_spec, err = get_gpu(card), make_console(sys.stderr)
+    note = schedule_low_clock_note(pb, s, card_spec)  # much of the step below half the boost clock on model rows
+    if note:
+        err.print(note, markup=False)
+    if lim is None and a.limiter == "off" and limiter_for(card_spec) is not None:
+        # simulate/compare/whatif run the limiter by default: say so here
+        err.print(f"note: {card} has a fitted power limiter; this plan prices each kernel throttled alone, and "
+                  "`kdvfs simulate` runs it under the limiter by default, where it can exceed its slack; `--limiter "
+                  "auto` chooses under the limiter", markup=False)
     return 0
 
 
