@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large", "qwen2-0.5b", "opt-350m",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
           "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2",
-          "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0")
+          "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0", "qwen3-0.6b", "wav2vec2-base",
+          "regnet-y-1.6gf", "mobilevit-small")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -127,9 +128,18 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                   num_hidden_layers=2 if small else 22, num_attention_heads=4 if small else 12,
                                   vocab_size=50368, max_position_embeddings=8192, local_attention=128)
         cls, batch, seq = tf.ModernBertForMaskedLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "qwen3-0.6b":  # Qwen3-0.6B's shape (grouped-query attention with per-head RMSNorm on q and k)
+        cfg = tf.Qwen3Config(hidden_size=64 if small else 1024, intermediate_size=128 if small else 3072,
+                             num_hidden_layers=2 if small else 28, num_attention_heads=4 if small else 16,
+                             num_key_value_heads=2 if small else 8, head_dim=16 if small else 128, vocab_size=151936,
+                             max_position_embeddings=2048, tie_word_embeddings=True)
+        cls, batch, seq = tf.Qwen3ForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
+        return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
-    elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0"):
+    elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
+                  "regnet-y-1.6gf", "mobilevit-small"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
@@ -209,6 +219,16 @@ def _vision(name: str, torch, dev: str, small: bool,
                                     image_size=32 if small else 224, num_labels=1000)
         size = cfg.image_size
         cls, batch, seq = tf.EfficientNetForImageClassification, 128, (size // 32) ** 2
+    elif name == "regnet-y-1.6gf":  # RegNetY-1.6GF (grouped 3×3 convolutions, squeeze-excitation, batch norm, ReLU)
+        cfg = tf.RegNetConfig(layer_type="y", embedding_size=32, hidden_sizes=[8, 16, 32, 64] if small else
+                              [48, 120, 336, 888], depths=[1, 1, 1, 1] if small else [2, 6, 17, 2],
+                              groups_width=8 if small else 24, num_labels=1000)
+        size = 32 if small else 224
+        cls, batch, seq = tf.RegNetForImageClassification, 128, (size // 32) ** 2
+    elif name == "mobilevit-small":  # MobileViT-S (MobileNetV2 blocks, then transformers over unfolded 2×2 patches)
+        cfg = tf.MobileViTConfig(image_size=64 if small else 256, num_labels=1000)
+        size = cfg.image_size
+        cls, batch, seq = tf.MobileViTForImageClassification, 128, (size // 32) ** 2
     else:
         cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
@@ -239,6 +259,25 @@ def _whisper(torch, dev: str, small: bool, batch_override: int | None = None) ->
     labels = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
     return (_train_step(torch, model, dev, input_features=feats, labels=labels),
             _info("whisper-base", cls, cfg, batch, seq, model, tf))
+
+
+def _wav2vec2(torch, dev: str, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
+    """wav2vec 2.0 base's shape (speech recognition fine-tuning): 10 s of 16 kHz audio through seven 1-D convolutions
+    with group norm into 499 frames, a convolutional position embedding, 12 transformer layers (d 768), and a CTC loss
+    over 100 random labels of a 32-letter vocabulary. Time masking and layer drop are off, so every step is the same."""
+    import transformers as tf
+
+    cfg = tf.Wav2Vec2Config(hidden_size=64 if small else 768, num_hidden_layers=2 if small else 12,
+                            num_attention_heads=4 if small else 12, intermediate_size=128 if small else 3072,
+                            vocab_size=32, mask_time_prob=0.0, layerdrop=0.0, ctc_loss_reduction="mean")
+    cfg._attn_implementation = "sdpa"
+    cls = tf.Wav2Vec2ForCTC
+    model, g = _built(torch, cls, cfg, dev)
+    batch, samples, seq = batch_override or (2 if small else 16), (16_000 if small else 160_000), (20 if small else 100)
+    audio = torch.randn((batch, samples), device=dev, generator=g)
+    labels = torch.randint(1, cfg.vocab_size, (batch, seq), device=dev, generator=g)
+    return (_train_step(torch, model, dev, input_values=audio, labels=labels),
+            _info("wav2vec2-base", cls, cfg, batch, seq, model, tf))
 
 
 def _block(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
