@@ -36,12 +36,13 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import GpuSpec
 
-__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CardAnchor", "adapted", "anchor_base", "check_file", "fit_card_anchor",
+__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "CardAnchor", "adapted", "anchor_base", "check_file", "fit_card_anchor",
            "load_card_anchor", "split_lease"]
 
 log = logging.getLogger(__name__)
 
 ANCHOR_FORMAT = "kdvfs-card-anchor/1"
+CHECK_FORMAT = "kdvfs-card-anchor-check/1"
 ANCHOR_NAMES = ("idle_10ms", "gap_add_bf16_4KiB_100us", "gemm_bf16_1024_graph32", "add_bf16_1GiB",
                 "layer_norm_bf16_16384x4096", "gemm_bf16_4096", "gemm_bf16_8192", "gelu_bf16_1GiB")
 """The zoo set ``anchor`` (``hw_backend.zoo``): idle and the GPU between sparse tiny kernels (static power), a GEMM
@@ -279,6 +280,8 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True) -> 
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"--anchors {str(path)!r}: cannot read it ({e}); give the file `kdvfs characterize --backend "
                          "nvml --set anchor -o anchors.json.gz` wrote") from None
+    if isinstance(doc, dict) and doc.get("format") == CHECK_FORMAT and isinstance(doc.get("anchor"), dict):
+        doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
         return CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
     lease = split_lease(p, variants)
@@ -336,7 +339,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     held = {"bundled": _entries(spec, thermal, others, other_gaps), "adapted": _entries(sp, th, others, other_gaps)}
     fitted = {"bundled": _entries(spec, thermal, lease.anchors, lease.anchor_gaps),
               "adapted": _entries(sp, th, lease.anchors, lease.anchor_gaps)}
-    return {"file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
+    return {"format": CHECK_FORMAT, "file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
             "anchor": a.to_dict(),
             "anchors": {k: _summary(v) | {"per_entry": v} for k, v in fitted.items()},
             "held_out": {k: _summary(v) | {"per_entry": v} for k, v in held.items()},

@@ -47,9 +47,11 @@ def cmd_profile_build(a) -> int:
 
     check_output_path(a.output, "profile output")
     t, g = load_trace(a.trace), get_gpu(a.gpu)
+    from kdvfs.cli.anchor import anchor_card
     from kdvfs.cli.common import note_other_card
 
     note_other_card(t, g)
+    g = anchor_card(g, a.anchors)[0]
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
@@ -282,6 +284,9 @@ def register(sub, j) -> None:
     sp.add_argument("--trace", required=True)
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", required=True)
+    from kdvfs.cli.anchor import ANCHORS_HELP
+
+    sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP)
     sp.set_defaults(fn=cmd_profile_build)
     sp = j(pr.add_parser("fit", help="fit the model to a measured sweep and complete the grid"))
     sp.add_argument("sweep")
