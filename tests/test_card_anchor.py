@@ -181,3 +181,10 @@ def test_profile_build_with_anchors_draws_the_static_power(tmp_path, capsys):
     d = pa.power_w[:, low] - pb.power_w[:, low]
     # (a kernel whose capture clock is solved with the cap, kdvfs.model.params_from_work, may also move its time)
     assert np.median(d) == pytest.approx(10.0, abs=0.01) and np.mean(np.abs(d - 10.0) < 0.2) > 0.9
+
+
+def test_analyze_refuses_anchors_beside_a_profile(tmp_path, capsys):
+    f = synthetic_card(tmp_path / "a.json.gz", 10.0)
+    code, out, err = run_cli(["analyze", "gpt3xl-torch-h200-bf16", "--gpu", "h200", "--profile",
+                              "gpt3xl-torch-h200-bf16", "--anchors", str(f), "-o", str(tmp_path / "o")], capsys)
+    one_error_line(code, out, err, "--anchors", "give one or the other")
