@@ -1,0 +1,64 @@
+"""The tables of validation/h200/card_anchor/README.md from the reports beside it (``kdvfs card-anchor -o``, and
+``kdvfs validate-steps -o`` with and without ``--anchors``): ``python -m scripts.card_anchor_table [FOLDER]``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _s(x: dict) -> str:
+    if not x.get("entries"):
+        return "–"
+    return (f"{x['meet_both']}/{x['entries']} (power {x['meet_power']}), median {x['power_error_pct_median']:+.2f} %, "
+            f"rms {x['power_rms_error_pct']:.1f} %")
+
+
+def zoo_table(folder: Path) -> list[str]:
+    out = ["| anchors from | entries checked | card parameters (static W, core × , ambient °C) | anchors: bundled → "
+           "adapted | held out: bundled | held out: adapted |", "|---|---|---|---|---|---|"]
+    for f in sorted(folder.glob("check_*.json")):
+        d = json.loads(f.read_text())
+        a = d["anchor"]
+        par = (f"{a['static_w']:+.1f}, {a['core_scale']:.3f}{'' if a['core_scale_fitted'] else ' (not fitted)'}, "
+               f"{a['ambient_shift_c']:+.1f} ({len(a['entries'])} anchors)")
+        anc = f"{d['anchors']['bundled']['meet_both']} → {d['anchors']['adapted']['meet_both']} of " \
+              f"{d['anchors']['bundled']['entries']}"
+        out.append(f"| {d['file']} | {', '.join(d['checked'])} | {par} | {anc} | {_s(d['held_out']['bundled'])} | "
+                   f"{_s(d['held_out']['adapted'])} |")
+    return out
+
+
+def steps_table(bundled: Path, anchored: Path) -> list[str]:
+    b, a = json.loads(bundled.read_text()), json.loads(anchored.read_text())
+    out = [f"`{b.get('command', '')}` against `{a.get('command', '')}`", "",
+           "| step | measured J | bundled ΔE % | adapted ΔE % | bundled Δclock % | adapted Δclock % |",
+           "|---|---|---|---|---|---|"]
+    for x, y in zip(b["steps"], a["steps"]):
+        if "skipped" in x or "skipped" in y:
+            out.append(f"| {x['model']} | skipped | | | | |")
+            continue
+        k = "limiter_with_gaps" if "limiter_with_gaps" in x["error"] else "limiter"
+        out.append(f"| {x['model']} | {x['measured']['energy_j']:.2f} | {x['error'][k]['energy_pct']:+.2f} | "
+                   f"{y['error'][k]['energy_pct']:+.2f} | {x['error'][k]['median_clock_pct']:+.2f} | "
+                   f"{y['error'][k]['median_clock_pct']:+.2f} |")
+    out.append(f"| within the targets (energy, clock) | | {b['met']['energy']}, {b['met']['clock']} of {b['met']['of']} "
+               f"| {a['met']['energy']}, {a['met']['clock']} of {a['met']['of']} | | |")
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    folder = Path(argv[0] if argv else "validation/h200/card_anchor")
+    lines = zoo_table(folder)
+    for b in sorted(folder.glob("*steps*_bundled.json")):
+        a = b.with_name(b.name.replace("_bundled.json", "_anchored.json"))
+        if a.exists():
+            lines += ["", f"**{b.name.replace('_bundled.json', '')}**", ""] + steps_table(b, a)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
