@@ -51,16 +51,20 @@ def cmd_profile_build(a) -> int:
     from kdvfs.cli.common import note_other_card
 
     note_other_card(t, g)
-    g = anchor_card(g, a.anchors)[0]
+    g, _, anchor = anchor_card(g, a.anchors)
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
+    if anchor is not None:
+        doc["card_anchor"] = anchor.to_dict()
     if a.json:
         from kdvfs.profile import clock_table
 
         print_json(doc | {"clocks": clock_table(t, p)})
     else:
-        out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model)")
+        out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model"
+                     + (f", the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
+                        f"{anchor.core_scale:.3f}" if anchor is not None else "") + ")", markup=False)
     return 0
 
 
