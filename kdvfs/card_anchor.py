@@ -12,6 +12,10 @@ calibrates the bundled model to their own card by measuring the zoo set ``anchor
 - ``core_scale``: a factor on the core dynamic power (``GpuSpec.core_power_w``): a die that draws more per unit of
   switching activity. The uncapped heavy entries (a 1024³ GEMM graph replay, a 1 GiB add) pin it together with the
   capped ones' clocks (at the cap, more power per clock means a lower clock).
+- ``mem_scale``: a factor on the memory-traffic power (``GpuSpec.mem_traffic_power_w``): HBM stacks and their
+  interface differ from card to card (lease A's card drew 9.7 % less than the bundled fit on the 1 GiB add and 4.5 %
+  more on the 1024³ GEMM replay at the same clock: no single scale fits both). Fitted where the anchors hold a
+  heavy GEMM and a heavy memory-bound kernel below the cap besides a light entry.
 - ``ambient_shift_c`` (measured, not fitted to power): how much warmer the anchors ran than the bundled thermal
   operating point (``kdvfs.thermal``) at their measured power, the median difference. A step's gaps are priced at
   the gap power of the temperature its own predicted power holds on this card.
@@ -19,7 +23,7 @@ calibrates the bundled model to their own card by measuring the zoo set ``anchor
 Loss: ``Σ ((f̂/f − 1)/0.05)²`` over the capped anchors (clock below the top bin: their power is the cap whatever the
 card) plus ``Σ ((P̂/P − 1)/0.03)²`` over the others (their clock is the top bin whatever the card), the issue's two
 targets as scales, as ``kdvfs.calibrate_h200`` does; ``scipy.optimize.least_squares`` with bounds. Where the anchors
-cannot separate the two (no idle or gap entry and no uncapped heavy one) only ``static_w`` is fitted.
+cannot separate a scale (no idle or gap entry, or no heavy entry of its kind below the cap) it stays 1.
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ class CardAnchor:
         source: the file (and its card's UUID) the parameters come from.
         loss: the fit's loss at the solution (and ``loss_before``: with no adaptation).
         loss_before: the loss of the bundled fit on the same anchors.
+        mem_scale: factor on the memory-traffic power (1 = the bundled fit's).
+        mem_scale_fitted: whether the anchors separated ``mem_scale`` (else it is 1).
     """
 
     static_w: float
@@ -95,21 +101,25 @@ class CardAnchor:
     source: str
     loss: float
     loss_before: float
+    mem_scale: float = 1.0
+    mem_scale_fitted: bool = False
 
     def __post_init__(self) -> None:
-        for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before"):
+        for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before", "mem_scale"):
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
                 raise InputError(f"card anchor: {k} must be a finite number, got {v!r}; refit it with `kdvfs "
                                  "card-anchor FILE -o card.json`")
-        if self.core_scale <= 0:
-            raise InputError(f"card anchor: core_scale must be > 0, got {self.core_scale!r}; refit it with `kdvfs "
-                             "card-anchor FILE -o card.json`")
+        for k in ("core_scale", "mem_scale"):
+            if getattr(self, k) <= 0:
+                raise InputError(f"card anchor: {k} must be > 0, got {getattr(self, k)!r}; refit it with `kdvfs "
+                                 "card-anchor FILE -o card.json`")
         object.__setattr__(self, "entries", tuple(str(e) for e in self.entries))
 
     def to_dict(self) -> dict:
         return {"format": ANCHOR_FORMAT, "static_w": self.static_w, "core_scale": self.core_scale,
                 "ambient_shift_c": self.ambient_shift_c, "core_scale_fitted": self.core_scale_fitted,
+                "mem_scale": self.mem_scale, "mem_scale_fitted": self.mem_scale_fitted,
                 "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before}
 
     @classmethod
@@ -117,7 +127,8 @@ class CardAnchor:
         try:
             return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
                        bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
-                       float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)))
+                       float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
+                       bool(d.get("mem_scale_fitted", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"{where}: {e!r}: a {ANCHOR_FORMAT} document needs static_w, core_scale and "
                              "ambient_shift_c; write it with `kdvfs card-anchor FILE -o card.json`") from None
@@ -128,11 +139,13 @@ def adapted(spec: GpuSpec, thermal, anchor: CardAnchor | None):
     if anchor is None:
         return spec, thermal
     src = f"bundled fit adapted to {anchor.source} by `kdvfs card-anchor` (kdvfs.card_anchor)"
-    sources = tuple((k, v) for k, v in spec.sources if k not in ("idle_power_w", "core_power_w"))
+    sources = tuple((k, v) for k, v in spec.sources if k not in ("idle_power_w", "core_power_w", "mem_traffic_power_w"))
     sources += (("idle_power_w", f"{spec.source_of('idle_power_w')}; {anchor.static_w:+.1f} W {src}"),
-                ("core_power_w", f"{spec.source_of('core_power_w')}; × {anchor.core_scale:.4f} {src}"))
+                ("core_power_w", f"{spec.source_of('core_power_w')}; × {anchor.core_scale:.4f} {src}"),
+                ("mem_traffic_power_w", f"{spec.source_of('mem_traffic_power_w')}; × {anchor.mem_scale:.4f} {src}"))
     card = replace(spec, idle_power_w=spec.idle_power_w + anchor.static_w,
-                   core_power_w=spec.core_power_w * anchor.core_scale, sources=sources)
+                   core_power_w=spec.core_power_w * anchor.core_scale,
+                   mem_traffic_power_w=spec.mem_traffic_power_w * anchor.mem_scale, sources=sources)
     th = None
     if thermal is not None:
         th = replace(thermal, gap_ref_w=thermal.gap_ref_w + anchor.static_w,
@@ -242,29 +255,39 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "") -> Car
     top = max([float(r["sm_mhz_median"]) for r in rows + gaps] + [0.0])
     top = max(top, float(spec.boost_core_mhz))
     uncapped_heavy = [r for r in rows if not _capped([r], top)[0] and float(r["power_w"]) > 2 * spec.idle_power_w]
-    # the two parameters separate only where static power is seen with little dynamic power (idle, gap entries, or
-    # light kernels) and dynamic power without the cap (a heavy kernel below it): else one direction is unseen
+    # a scale separates from the static power only where static power is seen with little dynamic power (idle, gap
+    # entries, light kernels) and that scale's power without the cap (a heavy kernel below it): else a direction of
+    # the loss is unseen. The core scale takes any heavy entry; the memory scale a memory-bound one beside a GEMM's
     light = list(gaps) + [r for r in rows if float(r["power_w"]) < 2 * spec.idle_power_w]
-    both = bool(light) and bool(uncapped_heavy) and n >= 3
+    compute = [r for r in uncapped_heavy if r["category"] in ("gemm", "attention")]
+    memory = [r for r in uncapped_heavy if r["category"] not in ("gemm", "attention")]
+    free = ["static_w"] + (["core_scale"] if light and uncapped_heavy and n >= 3 else [])
+    free += ["mem_scale"] if light and compute and memory and n >= 4 else []
+    x0_all = {"static_w": 0.0, "core_scale": 1.0, "mem_scale": 1.0}
+    bounds = {"static_w": STATIC_BOUNDS_W, "core_scale": SCALE_BOUNDS, "mem_scale": SCALE_BOUNDS}
+    scale = {"static_w": 20.0, "core_scale": 0.05, "mem_scale": 0.05}
+
+    def card(x) -> CardAnchor:
+        v = x0_all | dict(zip(free, map(float, x)))
+        return CardAnchor(v["static_w"], v["core_scale"], 0.0, "core_scale" in free, (), "", 0.0, 0.0,
+                          v["mem_scale"], "mem_scale" in free)
 
     def res(x):
-        s = x[1] if both else 1.0
-        a = CardAnchor(float(x[0]), float(s), 0.0, both, (), "", 0.0, 0.0)
-        sp, th = adapted(spec, thermal, a)
+        sp, th = adapted(spec, thermal, card(x))
         return _residuals(sp, th, rows, gaps, top)
 
-    x0 = np.array([0.0, 1.0] if both else [0.0])
-    lo = np.array([STATIC_BOUNDS_W[0], SCALE_BOUNDS[0]][: len(x0)])
-    hi = np.array([STATIC_BOUNDS_W[1], SCALE_BOUNDS[1]][: len(x0)])
+    x0 = np.array([x0_all[k] for k in free])
     r0 = res(x0)
-    sol = least_squares(res, x0, bounds=(lo, hi), x_scale=np.array([20.0, 0.05][: len(x0)]), diff_step=1e-4)
+    sol = least_squares(res, x0, bounds=(np.array([bounds[k][0] for k in free]), np.array([bounds[k][1] for k in free])),
+                        x_scale=np.array([scale[k] for k in free]), diff_step=1e-4)
     x = sol.x
+    best = card(x)
     # the ambient shift: measured, the anchors' temperatures against the operating point at their measured power
     dt = [float(r["temperature_c"]) - float(thermal.operating_c(float(r["power_w"]))) for r in rows + gaps
           if isinstance(r.get("temperature_c"), (int, float))]
     shift = float(np.median(dt)) if dt else 0.0
-    return CardAnchor(float(x[0]), float(x[1]) if both else 1.0, shift, both,
-                      tuple(r["name"] for r in rows + gaps), source, float(np.sum(res(x) ** 2)), float(np.sum(r0 ** 2)))
+    return replace(best, ambient_shift_c=shift, entries=tuple(r["name"] for r in rows + gaps), source=source,
+                   loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
 def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True) -> CardAnchor:

@@ -16,7 +16,7 @@ def _s(x: dict) -> str:
 
 
 def zoo_table(folder: Path) -> list[str]:
-    out = ["| anchors from | entries checked | card parameters (static W, core × , ambient °C) | anchors: bundled → "
+    out = ["| anchors from | entries checked | card parameters (static W, core ×, memory ×, ambient °C) | anchors: bundled → "
            "adapted | held out: bundled | held out: adapted |", "|---|---|---|---|---|---|"]
     tot = {"bundled": [0, 0], "adapted": [0, 0]}
     for f in sorted(folder.glob("check_*.json")):
@@ -26,6 +26,7 @@ def zoo_table(folder: Path) -> list[str]:
             tot[k][1] += d["held_out"][k]["entries"]
         a = d["anchor"]
         par = (f"{a['static_w']:+.1f}, {a['core_scale']:.3f}{'' if a['core_scale_fitted'] else ' (not fitted)'}, "
+               f"{a.get('mem_scale', 1.0):.3f}{'' if a.get('mem_scale_fitted') else ' (not fitted)'}, "
                f"{a['ambient_shift_c']:+.1f} ({len(a['entries'])} anchors)")
         anc = f"{d['anchors']['bundled']['meet_both']} → {d['anchors']['adapted']['meet_both']} of " \
               f"{d['anchors']['bundled']['entries']}"
@@ -66,10 +67,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     folder = Path(argv[0] if argv else "validation/h200/card_anchor")
     lines = zoo_table(folder)
-    for b in sorted(folder.glob("*steps*_bundled.json")):
-        a = b.with_name(b.name.replace("_bundled.json", "_anchored.json"))
-        if a.exists():
-            lines += ["", f"**{b.name.replace('_bundled.json', '')}**", ""] + steps_table(b, a)
+    for b in sorted(folder.glob("*steps*_bundled.json")):  # X_bundled.json beside X_anchored*.json
+        for a in sorted(folder.glob(b.name.replace("_bundled.json", "_anchored*.json"))):
+            lines += ["", f"**{a.stem}**", ""] + steps_table(b, a)
     print("\n".join(lines))
     return 0
 

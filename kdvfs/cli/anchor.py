@@ -55,6 +55,7 @@ def cmd_card_anchor(a) -> int:
     p = doc["anchor"]
     c.print(f"{doc['file']}: {len(p['entries'])} anchor entries → static {p['static_w']:+.1f} W, core dynamic power "
             f"× {p['core_scale']:.3f}" + ("" if p["core_scale_fitted"] else " (not separable from these anchors)")
+            + f", memory-traffic power × {p['mem_scale']:.3f}" + ("" if p["mem_scale_fitted"] else " (not separable)")
             + f", {p['ambient_shift_c']:+.1f} °C warmer than the bundled operating point; loss "
             f"{p['loss_before']:.3g} → {p['loss']:.3g}", markup=False)
     rows = []

@@ -64,7 +64,7 @@ def cmd_profile_build(a) -> int:
     else:
         out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model"
                      + (f", the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
-                        f"{anchor.core_scale:.3f}" if anchor is not None else "") + ")", markup=False)
+                        f"{anchor.core_scale:.3f}, memory-traffic power × {anchor.mem_scale:.3f}" if anchor is not None else "") + ")", markup=False)
     return 0
 
 
