@@ -40,8 +40,8 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import GpuSpec
 
-__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "CardAnchor", "adapted", "anchor_base", "check_file", "fit_card_anchor",
-           "load_card_anchor", "split_lease"]
+__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "CardAnchor", "LeaseRows", "adapted", "anchor_base",
+           "check_file", "fit_card_anchor", "load_card_anchor", "predict", "split_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +307,10 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True) -> 
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
         return CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+    card = str(doc.get("gpu") or "") if isinstance(doc, dict) else ""
+    if card and spec.name not in re.sub(r"[\s_-]", "", card.lower()):
+        raise InputError(f"--anchors {str(path)!r} was measured on {card!r}, not on {spec.name} ({spec.full_name}): "
+                         "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
     lease = split_lease(p, variants)
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"--anchors {str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}); measure them "

@@ -194,3 +194,13 @@ def test_analyze_refuses_anchors_beside_a_profile(tmp_path, capsys):
     code, out, err = run_cli(["analyze", "gpt3xl-torch-h200-bf16", "--gpu", "h200", "--profile",
                               "gpt3xl-torch-h200-bf16", "--anchors", str(f), "-o", str(tmp_path / "o")], capsys)
     one_error_line(code, out, err, "--anchors", "give one or the other")
+
+
+def test_an_anchor_run_of_another_card_is_refused(tmp_path, capsys):
+    f = synthetic_card(tmp_path / "a.json.gz")
+    doc = json.loads(gzip.decompress(f.read_bytes()))
+    other = _write(tmp_path / "a100.json.gz", {k: v for k, v in doc.items() if k != "kernels"} | {"gpu": "NVIDIA A100"},
+                   doc["kernels"])
+    code, out, err = run_cli(["profile", "build", "--trace", "gpt3xl-torch-h200-bf16", "--gpu", "h200", "--anchors",
+                              str(other), "-o", str(tmp_path / "p.csv.gz")], capsys)
+    one_error_line(code, out, err, "measured on 'NVIDIA A100', not on h200")
