@@ -204,3 +204,30 @@ def test_an_anchor_run_of_another_card_is_refused(tmp_path, capsys):
     code, out, err = run_cli(["profile", "build", "--trace", "gpt3xl-torch-h200-bf16", "--gpu", "h200", "--anchors",
                               str(other), "-o", str(tmp_path / "p.csv.gz")], capsys)
     one_error_line(code, out, err, "measured on 'NVIDIA A100', not on h200")
+
+
+@pytest.mark.slow  # ~7 s: two step checks
+def test_validate_steps_with_anchors_predicts_a_leakier_card_higher(tmp_path, capsys):
+    doc = json.loads((ROOT / "validation/h200/steps10/steps.json").read_text())
+    st = next(s for s in doc["steps"] if s["model"] == "whisper-base-b4")
+    (tmp_path / "steps.json").write_text(json.dumps(dict(doc, steps=[dict(st, trace=str(ROOT / "validation/h200/steps10"
+                                                                                      / st["trace"]))])))
+    f = synthetic_card(tmp_path / "a.json.gz", 10.0)
+    res = []
+    for extra in ([], ["--anchors", str(f)]):
+        code, out, err = run_cli(["validate-steps", str(tmp_path / "steps.json"), "--gpu", "h200", "--json"] + extra,
+                                 capsys)
+        assert code == 0, err
+        res.append(json.loads(out))
+    assert "card_anchor" not in res[0] and res[1]["card_anchor"]["static_w"] == pytest.approx(10.0, abs=1.0)
+    p0, p1 = (r["steps"][0]["predicted"] for r in res)
+    # every kernel draws 10 W more (the same time: nothing is capped in this step)
+    assert p1["limiter"]["energy_j"] - p0["limiter"]["energy_j"] == pytest.approx(10.0 * p0["limiter"]["time_s"],
+                                                                                    rel=0.02)
+    # the gaps: 10 W more, and the gap line's slope at the step's temperature on this card (the synthetic file keeps
+    # the stored anchors' temperatures at other powers, so its ambient differs from the bundled operating point)
+    k = thermal_for(get_gpu("h200")).gap_w_per_c
+    t0, t1 = p0["thermal"]["operating_c"], p1["thermal"]["operating_c"]
+    assert p1["thermal"]["gap_power_w"] - p0["thermal"]["gap_power_w"] == pytest.approx(10.0 + k * (t1 - t0), abs=0.05)
+    assert res[1]["steps"][0]["error"]["limiter_with_gaps"]["energy_pct"] > \
+        res[0]["steps"][0]["error"]["limiter_with_gaps"]["energy_pct"]
