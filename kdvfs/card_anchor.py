@@ -40,8 +40,9 @@ import numpy as np
 from kdvfs.errors import InputError
 from kdvfs.gpus import GpuSpec
 
-__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "CardAnchor", "LeaseRows", "adapted", "anchor_base",
-           "check_file", "fit_card_anchor", "load_card_anchor", "predict", "split_lease"]
+__all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "DEFAULT_PARAMS", "PARAMS", "CardAnchor", "LeaseRows",
+           "adapted", "anchor_base", "check_file", "check_params", "fit_card_anchor", "load_card_anchor", "predict",
+           "split_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,23 @@ SCALE_BOUNDS = (0.5, 1.5)
 TOP_MARGIN_MHZ = 20.0
 """An anchor whose median clock is this far below the file's top clock ran at the cap: its clock is fitted."""
 MIN_ANCHORS = 2
+PARAMS = ("static", "core", "mem")
+"""The card parameters a fit may take (``static_w``, ``core_scale``, ``mem_scale``); each is fitted where the anchors
+separate it and allowed (``--anchor-params``), else it keeps the bundled fit's value."""
+DEFAULT_PARAMS = PARAMS
+"""All three (chosen on lease A's anchors before lease B was measured; ``validation/h200/card_anchor/README.md`` says
+what lease B then showed)."""
+
+
+def check_params(params) -> tuple[str, ...]:
+    """``params`` (names of ``PARAMS``, or one string of them joined by commas) as a tuple; refused with the rule."""
+    got = tuple(p.strip() for p in (params.split(",") if isinstance(params, str) else params) if p.strip())
+    bad = [p for p in got if p not in PARAMS]
+    if bad or "static" not in got:
+        raise InputError(f"--anchor-params {','.join(got)!r}: give 'static' and any of 'core', 'mem', joined by commas "
+                         f"({', '.join(PARAMS)}; e.g. --anchor-params static,core); "
+                         + (f"{', '.join(bad)} unknown" if bad else "'static' is always fitted"))
+    return got
 
 
 def anchor_base(name: str, variants: bool = True) -> str | None:
@@ -241,10 +259,12 @@ def _residuals(spec, thermal, rows, gaps, top_mhz) -> np.ndarray:
     return np.concatenate([rk, rg])
 
 
-def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "") -> CardAnchor:
+def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "", params=DEFAULT_PARAMS) -> CardAnchor:
     """``CardAnchor`` fitted to one lease's anchor kernel ``rows`` and gap ``gaps`` (``split_lease``) over ``spec``
-    (the bundled card) and its ``thermal`` model."""
+    (the bundled card) and its ``thermal`` model; ``params``: which of ``PARAMS`` may be fitted."""
     from scipy.optimize import least_squares
+
+    allowed = check_params(params)
 
     rows, gaps = list(rows), list(gaps)
     n = len(rows) + len(gaps)
@@ -261,8 +281,8 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "") -> Car
     light = list(gaps) + [r for r in rows if float(r["power_w"]) < 2 * spec.idle_power_w]
     compute = [r for r in uncapped_heavy if r["category"] in ("gemm", "attention")]
     memory = [r for r in uncapped_heavy if r["category"] not in ("gemm", "attention")]
-    free = ["static_w"] + (["core_scale"] if light and uncapped_heavy and n >= 3 else [])
-    free += ["mem_scale"] if light and compute and memory and n >= 4 else []
+    free = ["static_w"] + (["core_scale"] if "core" in allowed and light and uncapped_heavy and n >= 3 else [])
+    free += ["mem_scale"] if "mem" in allowed and light and compute and memory and n >= 4 else []
     x0_all = {"static_w": 0.0, "core_scale": 1.0, "mem_scale": 1.0}
     bounds = {"static_w": STATIC_BOUNDS_W, "core_scale": SCALE_BOUNDS, "mem_scale": SCALE_BOUNDS}
     scale = {"static_w": 20.0, "core_scale": 0.05, "mem_scale": 0.05}
@@ -290,7 +310,7 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "") -> Car
                    loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
-def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True) -> CardAnchor:
+def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, params=DEFAULT_PARAMS) -> CardAnchor:
     """The card parameters of ``path``: a ``kdvfs-card-anchor/1`` document (``kdvfs card-anchor -o``) as stored, or a
     characterisation file (``kdvfs characterize --set anchor``) whose anchor entries are fitted now."""
     import gzip
@@ -316,7 +336,7 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True) -> 
         raise InputError(f"--anchors {str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}); measure them "
                          "with `kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`")
     src = p.name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else "")
-    return fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src)
+    return fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src, params)
 
 
 def _entries(spec, thermal, rows, gaps) -> list[dict]:
@@ -345,7 +365,8 @@ def _summary(e: list[dict]) -> dict:
             "clock_rms_error_pct": float(np.sqrt(np.mean([o["clock_error_pct"] ** 2 for o in e])))}
 
 
-def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: list | None = None) -> dict:
+def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: list | None = None,
+               params=DEFAULT_PARAMS) -> dict:
     """A held-out check within one lease: the card parameters fitted to ``path``'s anchor entries only, then every
     other entry of the same file (or of the files ``check``, measured in the same lease) predicted with and without
     them (the bundled card). Fits nothing else."""
@@ -356,7 +377,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
         raise InputError(f"{str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}, or one repeated as "
                          "NAME_warmN, _heatN, _cool, _hot); give a file with some")
     a = fit_card_anchor(spec, thermal, lease.anchors, lease.anchor_gaps,
-                        name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else ""))
+                        name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else ""), params)
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
     for c in check or ():

@@ -51,7 +51,7 @@ def cmd_profile_build(a) -> int:
     from kdvfs.cli.common import note_other_card
 
     note_other_card(t, g)
-    g, _, anchor = anchor_card(g, a.anchors)
+    g, _, anchor = anchor_card(g, a.anchors, a.anchor_params)
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
@@ -288,9 +288,9 @@ def register(sub, j) -> None:
     sp.add_argument("--trace", required=True)
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", required=True)
-    from kdvfs.cli.anchor import ANCHORS_HELP
+    from kdvfs.cli.anchor import add_anchor_args
 
-    sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP)
+    add_anchor_args(sp)
     sp.set_defaults(fn=cmd_profile_build)
     sp = j(pr.add_parser("fit", help="fit the model to a measured sweep and complete the grid"))
     sp.add_argument("sweep")

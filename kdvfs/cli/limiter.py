@@ -225,7 +225,7 @@ def cmd_validate_steps(a) -> int:
         check_output_path(a.plot, "--plot figure", make_parents=True)
     _refuse_inputs_as_outputs(a)
     # the card the steps ran on, where its anchor run is given: the bundled fit adapted to it (kdvfs.card_anchor)
-    spec, anchored_thermal, anchor = anchor_card(spec, a.anchors)
+    spec, anchored_thermal, anchor = anchor_card(spec, a.anchors, a.anchor_params)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -349,8 +349,7 @@ def register(sub, j) -> None:
                                                     "gap_power_w, measured by the zoo's gap entries; else the "
                                                     "limiter fit's idle plant)")
     sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
-    from kdvfs.cli.anchor import ANCHORS_HELP
+    from kdvfs.cli.anchor import add_anchor_args
 
-    sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP + "; give the anchor run of the lease the steps "
-                                                                     "were measured in")
+    add_anchor_args(sp, "; give the anchor run of the lease the steps were measured in")
     sp.set_defaults(fn=cmd_validate_steps)
