@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from kdvfs.cli import analyze, catalog, characterize, hw, limiter, multi, optimize, sim, summarize, trace
+from kdvfs.cli import analyze, anchor, catalog, characterize, hw, limiter, multi, optimize, sim, summarize, trace
 from kdvfs.errors import KdvfsError
 
 __all__ = ["build_parser", "main"]
@@ -90,7 +90,7 @@ def _fill_help(parser: argparse.ArgumentParser) -> None:
             act.help = _HELP[act.dest]
 
 
-_MODULES = (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter, summarize)
+_MODULES = (trace, analyze, catalog, optimize, sim, hw, multi, characterize, limiter, summarize, anchor)
 """The verb modules, in the order ``kdvfs --help`` lists their verbs."""
 
 _MODULE_OF = {"trace": trace, "record": trace, "analyze": analyze, "results": analyze, "gpu": catalog,
@@ -98,7 +98,7 @@ _MODULE_OF = {"trace": trace, "record": trace, "analyze": analyze, "results": an
               "compare": optimize, "simulate": sim, "whatif": sim, "demo": sim, "sweep": hw, "validate": hw,
               "reset-clocks": hw, "simulate-ranks": multi, "characterize": characterize,
               "measure-steps": characterize, "calibrate-h200": characterize, "limiter": limiter,
-              "validate-steps": limiter, "summarize": summarize}
+              "validate-steps": limiter, "summarize": summarize, "card-anchor": anchor}
 """Which module registers each verb: where the command line names one, only that module's verbs are registered
 (building all ~300 options costs a short command ~3 % of its time). A verb missing here is found by registering the
 modules in order (``tests/test_cli_lazy.py`` holds the entries right)."""

@@ -58,6 +58,14 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
+    if a.anchors:
+        if prof is not None:
+            raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
+                             f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
+                             "profile with `kdvfs profile build --anchors`)")
+        from kdvfs.cli.anchor import anchor_card
+
+        spec = anchor_card(spec, a.anchors, a.anchor_params)[0]
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 
@@ -125,6 +133,9 @@ def register(sub, j) -> None:
     sp.add_argument("trace", help="a PyTorch profiler trace (.json/.json.gz), a kdvfs trace file or a bundled name")
     sp.add_argument("--gpu", help="the card to plan for (default: the one named in --profile's header)")
     sp.add_argument("--profile", help="a measured or fitted profile (default: built from the kernel model)")
+    from kdvfs.cli.anchor import add_anchor_args
+
+    add_anchor_args(sp, "; not with --profile")
     sp.add_argument("--slack", type=float, nargs="+", default=[0.0, 1.0, 2.0, 5.0],
                     help="tolerated slowdowns, percent")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",

@@ -47,18 +47,24 @@ def cmd_profile_build(a) -> int:
 
     check_output_path(a.output, "profile output")
     t, g = load_trace(a.trace), get_gpu(a.gpu)
+    from kdvfs.cli.anchor import anchor_card
     from kdvfs.cli.common import note_other_card
 
     note_other_card(t, g)
+    g, _, anchor = anchor_card(g, a.anchors, a.anchor_params)
     p = build_profile(t, g, default_params(t, g))
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
+    if anchor is not None:
+        doc["card_anchor"] = anchor.to_dict()
     if a.json:
         from kdvfs.profile import clock_table
 
         print_json(doc | {"clocks": clock_table(t, p)})
     else:
-        out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model)")
+        out(a).print(f"wrote {a.output}: {len(p.keys)} kernels × {len(p.settings)} settings (model"
+                     + (f", the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
+                        f"{anchor.core_scale:.3f}, memory-traffic power × {anchor.mem_scale:.3f}" if anchor is not None else "") + ")", markup=False)
     return 0
 
 
@@ -282,6 +288,9 @@ def register(sub, j) -> None:
     sp.add_argument("--trace", required=True)
     sp.add_argument("--gpu", required=True)
     sp.add_argument("-o", "--output", required=True)
+    from kdvfs.cli.anchor import add_anchor_args
+
+    add_anchor_args(sp)
     sp.set_defaults(fn=cmd_profile_build)
     sp = j(pr.add_parser("fit", help="fit the model to a measured sweep and complete the grid"))
     sp.add_argument("sweep")

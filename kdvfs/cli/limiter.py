@@ -195,6 +195,8 @@ def _refuse_inputs_as_outputs(a) -> None:
         pass
     if a.characterization:
         inputs.add(Path(a.characterization).resolve())
+    if getattr(a, "anchors", None):
+        inputs.add(Path(a.anchors).resolve())
     for opt, out in (("-o", a.output), ("--plot", a.plot)):
         if out and Path(out).resolve() in inputs:
             raise InputError(f"{opt} {out!r} is one of the measurements validate-steps reads; writing there would "
@@ -214,6 +216,7 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
+    from kdvfs.cli.anchor import anchor_card
     from kdvfs.fileio import check_output_path
 
     if a.output:  # before the minutes of simulation, not after
@@ -221,6 +224,8 @@ def cmd_validate_steps(a) -> int:
     if a.plot:
         check_output_path(a.plot, "--plot figure", make_parents=True)
     _refuse_inputs_as_outputs(a)
+    # the card the steps ran on, where its anchor run is given: the bundled fit adapted to it (kdvfs.card_anchor)
+    spec, anchored_thermal, anchor = anchor_card(spec, a.anchors, a.anchor_params)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card
     # fit's gap power (the zoo's gap entries: a tiny kernel every 100 µs / 1 ms, nothing launched; energy counter),
     # else the limiter fit's idle plant (NVML's instantaneous power in the step responses' idle phases)
@@ -247,13 +252,15 @@ def cmd_validate_steps(a) -> int:
         raise InputError(f"--gap-power {a.gap_power!r} must be a positive number of watts below the card's cap "
                          f"({spec.cap_w:g} W: the GPU idle between steps); "
                          "e.g. --gap-power 117, or leave it out to use the measured value")
+    if anchor is not None and gap_default is not None:  # the idle card draws the anchors' static power too
+        gap_default += anchor.static_w
     gap_w = a.gap_power if a.gap_power is not None else gap_default
-    from kdvfs.thermal import thermal_for
-
     # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
     # power of the temperature its own predicted average power holds
-    thermal = thermal_for(spec) if a.gap_power is None else None
+    thermal = anchored_thermal if a.gap_power is None else None
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
+    if anchor is not None:
+        doc["card_anchor"] = anchor.to_dict()
     if a.output:
         _write_json(doc, a.output)
     if a.plot and doc["met"]["of"]:
@@ -342,4 +349,7 @@ def register(sub, j) -> None:
                                                     "gap_power_w, measured by the zoo's gap entries; else the "
                                                     "limiter fit's idle plant)")
     sp.add_argument("--characterization", help="also report the check with this characterisation's idle_after power")
+    from kdvfs.cli.anchor import add_anchor_args
+
+    add_anchor_args(sp, "; give the anchor run of the lease the steps were measured in")
     sp.set_defaults(fn=cmd_validate_steps)

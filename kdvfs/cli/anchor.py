@@ -1,0 +1,100 @@
+"""Verb ``card-anchor``: the card parameters of one lease's anchor run, and the held-out check within that lease.
+
+The other verbs take the same file with ``--anchors`` (``validate-steps``, ``profile build``); ``anchor_card`` is
+what they share.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from kdvfs.console import make_console, print_json, table
+
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "register"]
+
+ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
+                "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
+                "(static power, core dynamic-power scale, thermal ambient; docs/characterization.md)")
+
+
+def add_anchor_args(sp, extra_help: str = "") -> None:
+    """``--anchors FILE`` and ``--anchor-params`` on a verb's parser."""
+    from kdvfs.card_anchor import DEFAULT_PARAMS
+
+    sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP + extra_help)
+    sp.add_argument("--anchor-params", default=",".join(DEFAULT_PARAMS), metavar="LIST",
+                    help="the card parameters the anchors may fit, of static (always), core (core dynamic-power "
+                         "scale), mem (memory-traffic power scale), joined by commas (default: %(default)s; each is "
+                         "fitted only where the anchors separate it)")
+
+
+def anchor_card(spec, path: str | None, params=None):
+    """(card, its thermal model, the ``CardAnchor`` or None): ``spec`` and its bundled thermal model, adapted to the
+    anchor file ``path`` where one is given (``params``: which card parameters it may fit)."""
+    from kdvfs.card_anchor import DEFAULT_PARAMS, adapted, check_params, load_card_anchor
+    from kdvfs.thermal import thermal_for
+
+    params = check_params(params or DEFAULT_PARAMS)  # refused also without --anchors: a typo is not ignored
+    th = thermal_for(spec)
+    if not path:
+        return spec, th, None
+    a = load_card_anchor(path, spec, params=params)
+    card, th2 = adapted(spec, th, a)
+    return card, th2, a
+
+
+def cmd_card_anchor(a) -> int:
+    from kdvfs.card_anchor import check_file
+    from kdvfs.fileio import check_output_path
+    from kdvfs.gpus import get_gpu
+
+    if a.output:
+        check_output_path(a.output, "report output", make_parents=True)
+    spec = get_gpu(a.gpu)
+    doc = check_file(a.file, spec, check=a.also or [], params=a.anchor_params)
+    doc["command"] = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    if a.output:
+        from kdvfs.console import to_jsonable
+
+        Path(a.output).write_text(json.dumps(to_jsonable(doc), indent=1) + "\n")
+    if a.json:
+        print_json(doc)
+        return 0
+    c = make_console()
+    p = doc["anchor"]
+    c.print(f"{doc['file']}: {len(p['entries'])} anchor entries → static {p['static_w']:+.1f} W, core dynamic power "
+            f"× {p['core_scale']:.3f}" + ("" if p["core_scale_fitted"] else " (not fitted)")
+            + f", memory-traffic power × {p['mem_scale']:.3f}" + ("" if p["mem_scale_fitted"] else " (not fitted)")
+            + f", {p['ambient_shift_c']:+.1f} °C warmer than the bundled operating point; loss "
+            f"{p['loss_before']:.3g} → {p['loss']:.3g}", markup=False)
+    rows = []
+    for part in ("anchors", "held_out"):
+        for k in ("bundled", "adapted"):
+            s = doc[part][k]
+            if s["entries"]:
+                rows.append([part.replace("_", " "), k, s["entries"], s["meet_clock"], s["meet_power"], s["meet_both"],
+                             f"{s['power_error_pct_median']:+.2f}", f"{s['power_rms_error_pct']:.2f}"])
+    c.print(table(f"{spec.name}: bundled fit and adapted to {doc['file']} (targets: clock ±5 %, power ±3 %)",
+                  ["entries", "card", "n", "clock ok", "power ok", "both", "median ΔP %", "rms ΔP %"], rows))
+    if not doc["held_out"]["bundled"]["entries"]:
+        c.print("no other entry in the lease to check (give the lease's other files with --also)", markup=False)
+    return 0
+
+
+def register(sub, j) -> None:
+    sp = j(sub.add_parser("card-anchor", help="adapt the bundled card fit to your card from a one-minute anchor run"))
+    sp.add_argument("file", help="a characterisation file with anchor entries (`kdvfs characterize --backend nvml "
+                                 "--set anchor -o anchors.json.gz`)")
+    sp.add_argument("--gpu", required=True)
+    sp.add_argument("--also", action="append", metavar="FILE",
+                    help="another characterisation file of the same lease whose entries are checked too (repeatable)")
+    sp.add_argument("-o", "--output", help="write the report as JSON (usable as --anchors elsewhere)")
+    from kdvfs.card_anchor import DEFAULT_PARAMS
+
+    sp.add_argument("--anchor-params", default=",".join(DEFAULT_PARAMS), metavar="LIST",
+                    help="the card parameters to fit, of static (always), core, mem, joined by commas (default: "
+                         "%(default)s)")
+    sp.set_defaults(fn=cmd_card_anchor)
