@@ -121,9 +121,15 @@ time per invocation is launch-bound: the GPU waits on the host between its kerne
 
 
 def _zoo_defs() -> dict:
-    from hw_backend.zoo import full_zoo
+    """Every zoo entry by name: ``full_zoo``'s, then those of the sets outside it (``thermal``, ``warm-cool``,
+    ``conv``), so a measured file of any set takes its work from today's estimates, not the ones it was measured with."""
+    from hw_backend.zoo import ZOO_SETS, full_zoo
 
-    return {k.name: k for k in full_zoo()}
+    defs = {k.name: k for k in full_zoo()}
+    for make in ZOO_SETS.values():
+        for k in make():
+            defs.setdefault(k.name, k)
+    return defs
 
 
 def row_role(r: dict, defs: dict | None = None) -> str:

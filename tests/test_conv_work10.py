@@ -133,3 +133,18 @@ def test_global_average_pooling_writes_one_mean_per_channel():
     assert (w.flops, w.bytes) == _zoo("avg_pool_bf16_128x1152x7x7_graph64")
     # without the dimensions recorded: a full reduction, one result
     assert op_work("aten::sum", [[128, 1000]], [BF]).bytes == (128 * 1000 + 1) * 2
+
+
+def test_a_conv_set_file_takes_todays_work_in_the_fit():
+    """The fit re-derives each zoo entry's work from its definition (as a trace's kernels are re-imported), also for
+    the sets outside ``full_zoo`` (``conv``, ``thermal``, ``warm-cool``): a file measured with the three-pass
+    batch-norm backward is fitted with five."""
+    from kdvfs.calibrate_h200 import zoo_rows
+
+    name = "batch_norm_bwd_bf16_128x16x112x112_graph4"
+    n = 128 * 16 * 112 * 112
+    rec = {"name": name, "category": "norm", "role": "kernel", "time_s": 0.011, "power_w": 165.5,
+           "sm_mhz": 1980.0, "flops": 12.0 * n * 4, "bytes": 3.0 * n * 2 * 4}
+    (row,) = zoo_rows({"kernels": [rec]})
+    assert row["bytes"] == 5.0 * n * 2 * 4 and row["recorded_bytes"] == 3.0 * n * 2 * 4
+    assert row["ws_bytes"] == 5.0 * n * 2  # one launch of the four in the graph
