@@ -148,3 +148,25 @@ def test_a_conv_set_file_takes_todays_work_in_the_fit():
     (row,) = zoo_rows({"kernels": [rec]})
     assert row["bytes"] == 5.0 * n * 2 * 4 and row["recorded_bytes"] == 3.0 * n * 2 * 4
     assert row["ws_bytes"] == 5.0 * n * 2  # one launch of the four in the graph
+
+
+def test_conv_rate_prices_only_direct_convolutions_simt_flops():
+    """The structure tried in session 10 (``conv-rate``): a direct convolution's SIMT FLOPs take the fitted
+    ``conv_rate`` in place of ``simt`` (conv-dot) or ``ew``; other kernels, and a GEMM named like one, are unchanged."""
+    from dataclasses import replace
+
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import activity_from_work
+
+    spec = get_gpu("h200")
+    co = dict(spec.work_activity)
+    flops, nbytes, t = [2e9, 2e9, 2e9], [1e8, 1e8, 1e8], [1e-3, 1e-3, 1e-3]
+    args = (flops, nbytes, ["simt", "simt", "tensor16"], t, [1980.0] * 3)
+    kw = dict(categories=["copy", "elementwise", "gemm"], dot_product=[True, False, True])
+    base, _ = activity_from_work(spec, *args, **kw)
+    with_rate = replace(spec, work_activity=tuple((co | {"conv_rate": 10.0}).items()))
+    got, _ = activity_from_work(with_rate, *args, **kw)
+    util = 2e9 / (spec.peak_flops("simt") * 1e-3)
+    coef = co["simt"] if co.get("conv_dot") else co["ew"]
+    assert got[0] - base[0] == pytest.approx((10.0 - coef) * util)
+    assert got[1] == base[1] and got[2] == base[2]
