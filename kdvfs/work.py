@@ -438,6 +438,8 @@ def _norm_rereads(op: str, concrete: object) -> bool:
     the weight's or the bias's gradient (``native_layer_norm_backward``'s argument 7, ``native_group_norm_backward``'s
     9). Unrecorded arguments: yes (training with affine parameters, the usual case)."""
     conc = concrete if isinstance(concrete, list) else []
+    if re.search(r"_(reduce|elemt)$", op):  # the channels-last / SyncBN backward's two ops: one pass each, as before
+        return False
     if "batch_norm" in op:
         return not (len(conc) > 7 and str(conc[7]).strip() == "False")
     i = 9 if "group_norm" in op else 7

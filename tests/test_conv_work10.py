@@ -170,3 +170,12 @@ def test_conv_rate_prices_only_direct_convolutions_simt_flops():
     coef = co["simt"] if co.get("conv_dot") else co["ew"]
     assert got[0] - base[0] == pytest.approx((10.0 - coef) * util)
     assert got[1] == base[1] and got[2] == base[2]
+
+
+def test_channels_last_batch_norm_backward_ops_keep_their_one_pass_each():
+    """The channels-last (and SyncBN) backward is two ops, batch_norm_backward_reduce and _elemt, each one kernel and
+    one pass over its operands: the re-read is the channels-first kernel's alone."""
+    shp = [32, 64, 56, 56]
+    n = 32 * 64 * 56 * 56
+    for op in ("aten::batch_norm_backward_reduce", "aten::batch_norm_backward_elemt"):
+        assert op_work(op, [shp, shp, [64], [64], [64]], [BF, BF, "float", "float", "float"]).bytes == 3 * n * 2
