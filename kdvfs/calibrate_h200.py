@@ -65,7 +65,9 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     "issue-rate": (("rate_exp", (0.2, 0.5, 0.0, 2.0)),), "conv-dot": (("conv_dot", 1.0),),
     "warp-occupancy": (("occ_exp", (0.5, 0.8, 0.0, 2.0)),), "tensor-rate": (("tensor_rate_exp", (0.3, 0.6, 0.0, 2.0)),),
     "occupancy-rate-floor": (("occ_rate_floor", 1.0),),
-    "temperature": (("temp_w_per_c", (1.0, 2.0, 0.0, 5.0)),)}
+    "temperature": (("temp_w_per_c", (1.0, 2.0, 0.0, 5.0)),),
+    # session 10 (the conv set): direct convolutions' SIMT FLOPs at a fitted coefficient of their own
+    "conv-rate": (("conv_rate", (2.0, 6.0, 0.0, 20.0)),)}
 DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
 """The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
 fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57
@@ -121,9 +123,15 @@ time per invocation is launch-bound: the GPU waits on the host between its kerne
 
 
 def _zoo_defs() -> dict:
-    from hw_backend.zoo import full_zoo
+    """Every zoo entry by name: ``full_zoo``'s, then those of the sets outside it (``thermal``, ``warm-cool``,
+    ``conv``), so a measured file of any set takes its work from today's estimates, not the ones it was measured with."""
+    from hw_backend.zoo import ZOO_SETS, full_zoo
 
-    return {k.name: k for k in full_zoo()}
+    defs = {k.name: k for k in full_zoo()}
+    for make in ZOO_SETS.values():
+        for k in make():
+            defs.setdefault(k.name, k)
+    return defs
 
 
 def row_role(r: dict, defs: dict | None = None) -> str:

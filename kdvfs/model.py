@@ -336,6 +336,8 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     - ``tensor_rate_exp`` (γ): a GEMM's or attention's base scales as ``util_core^γ``.
     - ``conv_dot`` (a switch) with ``dot_product`` (``kdvfs.occupancy.direct_convolution``): a direct convolution's
       SIMT FLOPs take ``simt``, a GEMM's coefficient on the CUDA cores, not ``ew``.
+    - ``conv_rate`` with ``dot_product``: a direct convolution's SIMT FLOPs take this fitted coefficient of their own
+      (over ``conv_dot``'s ``simt`` and ``ew``): each multiply-add loads its input operand through L1.
 
     The work terms are never scaled: FLOPs and bytes per second are already the whole chip's. Kernels without work
     keep the category prior.
@@ -353,6 +355,12 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     cls = np.array([co.get(k, 1.0) for k in keys])
     if "att" in co and categories is not None:
         cls = cls * np.where(np.array([c == "attention" for c in categories], dtype=bool), co["att"], 1.0)
+    if "conv_rate" in co and dot_product is not None and categories is not None:
+        # a direct convolution's multiply-adds each load their input operand through L1 (no register tile reuses
+        # it, as a GEMM's does), so its SIMT FLOPs take a coefficient of their own (session 10, the conv set)
+        conv = np.array([bool(d) and c not in ("gemm", "attention") and k in ("simt", "ew")
+                         for d, c, k in zip(dot_product, categories, keys)], dtype=bool)
+        cls = np.where(conv, co["conv_rate"], cls)
     base: np.ndarray | float = co.get("base", 0.0)
     if "sm_floor" in co and sm_fraction is not None:
         phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "NORM_FORWARD_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "writes_constant", "NAME_PEAK_FLOPS",
 ]
 
@@ -134,6 +134,24 @@ def attention_work(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int
     return Work(f, float(io), dtype, dtype in ("bf16", "fp16"), source)
 
 
+ACTIVATION_FLOPS: dict[str, float] = {
+    "gelu": 8.0, "silu": 4.0, "sigmoid": 4.0, "relu": 1.0,
+    "gelu_backward": 14.0, "silu_backward": 9.0, "sigmoid_backward": 3.0, "threshold_backward": 1.0,
+}
+"""FLOPs per element of ATen's activation functors (an exponential, the error function and a division counted as one
+operation each, erf's polynomial as four, so GELU is the zoo's 8 and SiLU and the sigmoid its 4):
+``sigmoid`` ``1/(1 + exp(−x))``: negate, exp, add, divide (4); ``silu`` ``x/(1 + exp(−x))`` (4); ``gelu`` (erf form)
+``x · 0.5 · (1 + erf(x/√2))``: three multiplies, an add and erf (8); ``relu`` one compare-select. Backward, from the
+saved input: ``silu_backward`` recomputes the sigmoid s (4) then ``dy · s · (1 + x · (1 − s))`` (5); ``gelu_backward``
+``dy · (Φ(x) + x · φ(x))``: the cdf Φ as the forward's (7 without the product with x), the pdf
+``exp(−x²/2) · β`` (4), then multiply, add, multiply (3): 14; ``sigmoid_backward`` from the output y:
+``dy · (1 − y) · y`` (3); ReLU's ``threshold_backward`` a compare-select (1). The zoo's entries
+(``hw_backend.zoo``: gelu 8, silu 4, sigmoid 4, relu 1) use the forward counts; profiled ops took 1 per element
+before, so a step's GELU or SiLU had an eighth or a quarter of the SIMT work the model was fitted with."""
+_ACTIVATION_OPS = re.compile(r"aten::(gelu|silu|sigmoid|relu|gelu_backward|silu_backward|sigmoid_backward|"
+                             r"threshold_backward)_?$", re.I)
+
+
 def elementwise_work(numel: int, dtype: str = "bf16", *, inputs: int = 1, outputs: int = 1,
                      flops_per_element: float = 1.0, source: str = "shapes") -> Work:
     """An elementwise op over ``numel`` elements: ``inputs`` reads and ``outputs`` writes of each."""
@@ -162,11 +180,16 @@ accumulates ``x²`` (2) then ``x · rstd · γ`` (2). The zoo measured the two a
 
 
 def norm_work(numel: int, dtype: str = "bf16", *, backward: bool = False, source: str = "shapes",
-              rms: bool = False) -> Work:
-    """Layer / RMS norm: reads x, writes y (the backward reads x and dy, writes dx: 3 passes). FLOPs per element:
-    ``NORM_FORWARD_FLOPS`` forward (``rms``: RMS norm, else LayerNorm), 12 backward (not split by kind: no backward
-    norm was measured alone)."""
-    passes = 3 if backward else 2
+              rms: bool = False, reread: bool = True) -> Work:
+    """Layer / RMS / batch norm: reads x, writes y. The backward reads x and dy and writes dx (3 passes), and with
+    ``reread`` (the default) reads x and dy a second time (5 passes): ATen's LayerNorm backward runs
+    ``layer_norm_grad_input_kernel`` (dy, x → dx) and then ``GammaBetaBackwardCUDAKernel`` (dy, x → dγ, dβ) when the
+    affine parameters need gradients (the op's output mask), and its channels-first batch-norm backward
+    (``batch_norm_backward_kernel``, one block per channel, Normalization.cuh) first reduces Σdy and Σdy·(x − mean)
+    over the channel, then reads dy and x again to write dx — in training always, whatever the mask. ``reread=False``:
+    a LayerNorm backward without parameter gradients (3 passes). FLOPs per element: ``NORM_FORWARD_FLOPS`` forward
+    (``rms``: RMS norm, else LayerNorm), 12 backward (not split by kind: no backward norm was measured alone)."""
+    passes = (5 if reread else 3) if backward else 2
     fpe = 12.0 if backward else NORM_FORWARD_FLOPS["rms" if rms else "layer"]
     return Work(float(numel * fpe), float(numel * passes * _size(dtype)), dtype, False, source)
 
@@ -246,7 +269,7 @@ _FILL_OPS = re.compile(r"aten::(fill_|zero_|zeros|ones|full|new_zeros|new_ones|n
 # ops whose result is bool whatever their inputs (comparisons, tests, logical ops)
 _BOOL_OUT_OPS = re.compile(r"aten::(eq|ne|lt|le|gt|ge|isinf|isnan|isneginf|isposinf|isfinite|logical_\w+|"
                            r"all|any)_?$", re.I)
-_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution)", re.I)
+_CONV_OPS = re.compile(r"aten::(conv|convolution|cudnn_convolution|_convolution|_conv_depthwise2d)", re.I)
 
 
 def _operand_size(dts: Sequence[str | None], i: int, default: str) -> int:
@@ -343,7 +366,9 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         adam = "adam" in full.lower()
         return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
     if _NORM_OPS.search(full):
-        return norm_work(_numel(shapes[0]), dt, backward=backward or "backward" in name, rms="rms" in name.lower())
+        bwd = backward or "backward" in name
+        return norm_work(_numel(shapes[0]), dt, backward=bwd, rms="rms" in name.lower(),
+                         reread=not bwd or _norm_rereads(full, concrete))
     if _SOFTMAX_OPS.search(full):
         return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
                             backward=backward or "backward" in name, log="log_softmax" in name)
@@ -354,10 +379,11 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         n = _numel(shapes[ti]) if len(shapes) > ti and shapes[ti] else 0
         return Work(float(n), float(n * (_size(dt) + _operand_size(dts, ti, "int64"))), dt, False, "shapes") if n else None
     if _REDUCE_OPS.search(full):
-        n = _numel(shapes[0])  # the input read at its own dtype (a bool mask is one byte), one result written
+        n = _numel(shapes[0])  # the input read at its own dtype (a bool mask is one byte), the results written
         fpe = MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0
         out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else _size(dt)  # all(), any(): a bool result
-        return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + out), dt, False, "shapes")
+        return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + _reduced_numel(shapes[0], concrete) * out),
+                    dt, False, "shapes")
     if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
@@ -388,7 +414,38 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     # the result takes the promoted dtype of the tensor operands: bf16 × fp32 (RoPE's q · cos) writes fp32
     floats = [_size(d) for i, d in enumerate(dts) if d in _FLOAT_DTYPES and i < len(shapes) and shapes[i]]
     out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else max(floats, default=_size(dt))
-    return Work(float(n), float(read + n * out), dt, False, "shapes")
+    act = _ACTIVATION_OPS.match(full)  # an activation's functor does more than one operation per element
+    fpe = ACTIVATION_FLOPS[act.group(1).lower()] if act else 1.0
+    return Work(float(n * fpe), float(read + n * out), dt, False, "shapes")
+
+
+def _reduced_numel(x: Sequence[int], concrete: object) -> int:
+    """Elements a reduction writes: its input's less the dimensions it reduces over, from the dimension list it
+    recorded (``sum``/``mean``/``amax``'s argument 1: a global average pooling ``mean(x, [-1, -2])`` of an N × C × H × W
+    input writes N × C), else one (a full reduction)."""
+    conc = concrete if isinstance(concrete, list) else []
+    dims = _int_list(conc[1]) if len(conc) > 1 else None
+    if not dims or not x:
+        return 1
+    nd = len(x)
+    red = {d % nd for d in dims if -nd <= d < nd}
+    return max(1, int(math.prod(int(s) for i, s in enumerate(x) if i not in red)))
+
+
+def _norm_rereads(op: str, concrete: object) -> bool:
+    """Whether a norm's backward reads x and dy a second time (``norm_work``'s ``reread``): a batch norm's in training
+    (``native_batch_norm_backward``'s ``train``, argument 7), a layer or group norm's where its output mask asks for
+    the weight's or the bias's gradient (``native_layer_norm_backward``'s argument 7, ``native_group_norm_backward``'s
+    9). Unrecorded arguments: yes (training with affine parameters, the usual case)."""
+    conc = concrete if isinstance(concrete, list) else []
+    if re.search(r"_(reduce|elemt)$", op):  # the channels-last / SyncBN backward's two ops: one pass each, as before
+        return False
+    if "batch_norm" in op:
+        return not (len(conc) > 7 and str(conc[7]).strip() == "False")
+    i = 9 if "group_norm" in op else 7
+    mask = str(conc[i]) if len(conc) > i else ""
+    flags = [m.strip() == "True" for m in mask.strip("[]").split(",")] if mask.strip("[]") else []
+    return len(flags) < 3 or flags[1] or flags[2]
 
 
 def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:
@@ -419,7 +476,11 @@ def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | 
 
 # positions of (stride, padding, dilation) in each convolution op's arguments (PyTorch's native_functions.yaml)
 _CONV_ARGS = {"aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
-              "aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5), "aten::cudnn_convolution": (3, 2, 4)}
+              "aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5), "aten::cudnn_convolution": (3, 2, 4),
+              "aten::_conv_depthwise2d": (4, 5, 6)}
+# (``_conv_depthwise2d(self, weight, kernel_size, bias, stride, padding, dilation)`` is the innermost op of ATen's
+# depthwise convolutions, the one their kernels are joined to: unmatched, it was priced as an elementwise op, one FLOP
+# per input element, 2k² times too few, and the input read twice)
 
 
 def _int_list(v: object) -> list[int] | None:
@@ -456,9 +517,12 @@ def _conv_from(shapes: list[list[int]], dt: str, tf32: bool, op: str = "", concr
             want = [str(m).strip() == "True" for m in str(mask).strip("[]").split(",")] if mask else [True, True]
             passes = int(want[0]) + int(len(want) > 1 and want[1])
             flops = 2.0 * g[0] * g[1] * _numel(g[2:]) * _numel(w[1:]) * passes
-            # grad_output and both operands read; the gradients asked for written
-            nbytes = (_numel(g) + _numel(x) + _numel(w) + want[0] * _numel(x)
-                      + (len(want) > 1 and want[1]) * _numel(w)) * _size(dt)
+            # each gradient is its own kernel and reads grad_output: the input's reads the weight and writes dx, the
+            # weight's reads the input and writes dw (ATen's depthwise backward_kernel and grad_weight_kernel, cuDNN's
+            # dgrad and wgrad)
+            want_w = len(want) > 1 and want[1]
+            nbytes = (want[0] * (_numel(g) + _numel(w) + _numel(x))
+                      + want_w * (_numel(g) + _numel(x) + _numel(w))) * _size(dt)
             return Work(flops, float(nbytes), d, d in ("bf16", "fp16", "tf32"), "shapes")
         x, w = shapes[0], shapes[1]
         spatial_out = _numel(_conv_out(x, w, op, concrete))

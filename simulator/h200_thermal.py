@@ -25,7 +25,7 @@ __all__ = ["CHECKS", "diagnosis_lines", "gap_lengths", "step_rows", "thermal_dia
 CHECKS = (("steps", "validation/h200/steps_check.json", "validation/h200/steps"),
           ("steps7", "validation/h200/steps7/steps_check.json", "validation/h200/steps7"),
           ("steps8", "validation/h200/steps8/steps_check.json", "validation/h200/steps8"),
-          ("steps9", "validation/h200/steps9/steps_check_session9.json", "validation/h200/steps9"))
+          ("steps9", "validation/h200/steps9/steps_check_session10.json", "validation/h200/steps9"))
 BINS_US = ((0.0, 10.0), (10.0, 100.0), (100.0, 1000.0), (1000.0, float("inf")))
 
 
