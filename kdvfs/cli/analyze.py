@@ -7,7 +7,7 @@ import gzip
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import out, signed_pct, stage_progress
+from kdvfs.cli.common import MECHANISM_OVERHEADS, out, signed_pct, stage_progress
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -82,7 +82,8 @@ def cmd_analyze(a) -> int:
     c = out(a)
     c.print(f"[bold]{t.name}[/bold] on {spec.name}: {doc['trace']['instances']} instances, switch latency "
             f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
-    c.print(table("per iteration, against auto clocks", ["slack", "policy", "time %", "energy %", "switches"],
+    c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
+                  f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
                     signed_pct(r["time_change_pct"], 2), signed_pct(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
@@ -129,7 +130,8 @@ def register(sub, j) -> None:
                     help="tolerated slowdowns, percent")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
                     help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
-                         "thread, as the runtime does)")
+                         f"thread, as the runtime does; sync: every switch also stalls the GPU a fixed "
+                         f"{MECHANISM_OVERHEADS})")
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--step", choices=["last", "all"], default="last",
                     help="with ProfilerStep annotations: the last step, or all steps averaged")
