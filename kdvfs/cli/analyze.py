@@ -47,6 +47,10 @@ def cmd_analyze(a) -> int:
 
     err = make_console(sys.stderr)
     t = load_any_trace(a.trace, a.step, err)
+    if not a.profile and Path(a.trace).is_file() and _is_kineto(Path(a.trace)):  # the model reads the work from shapes
+        from kdvfs.cli.common import shapes_note
+
+        shapes_note(t, err)
     prof = None
     gpu = a.gpu
     if a.profile:
