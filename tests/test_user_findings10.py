@@ -198,3 +198,16 @@ def test_a_step_without_input_shapes_is_noted_on_import_and_analyze(tmp_path, ca
     code, _, err = run_cli(["analyze", RTX_TRACE, "--gpu", "rtx3080ti", "--slack", "0", "--no-kernel-switch-aware",
                             "-o", str(tmp_path / "an2")], capsys)
     assert code == 0 and "from input shapes" not in err
+
+
+def test_analyze_takes_each_slack_once_in_order(tmp_path, capsys):
+    """`analyze --slack 1 1` printed every row twice; `--slack 5 1` planned 5 % before 1 %, so a 5 % boundary schedule
+    refused under the limiter could not fall back to 1 %'s (the order of the list changed the answer)."""
+    docs = []
+    for sl in (["2", "0", "2"], ["0", "2"]):
+        code, out, err = run_cli(["analyze", H200_TRACE, "--gpu", "h200", "--slack", *sl, "--no-kernel-switch-aware",
+                                  "--json", "-o", str(tmp_path / "-".join(sl))], capsys)
+        assert code == 0, err
+        docs.append(json.loads(out))
+    assert docs[0]["slacks_pct"] == [0.0, 2.0] and docs[0]["rows"] == docs[1]["rows"]
+    assert docs[0]["limiter_check"] == docs[1]["limiter_check"]

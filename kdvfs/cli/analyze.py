@@ -71,7 +71,10 @@ def cmd_analyze(a) -> int:
 
     judge = LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
     with stage_progress(err, "analyze") as prog:
-        doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
+        # each slack once, smallest first: `--slack 1 1` repeated every row, and a boundary schedule refused under the
+        # limiter falls back to a smaller slack's accepted one only if that slack came earlier (`--slack 5 1` and
+        # `--slack 1 5` could give two answers for 5 %)
+        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack)), a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
