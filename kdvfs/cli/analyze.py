@@ -47,10 +47,6 @@ def cmd_analyze(a) -> int:
 
     err = make_console(sys.stderr)
     t = load_any_trace(a.trace, a.step, err)
-    if not a.profile and Path(a.trace).is_file() and _is_kineto(Path(a.trace)):  # the model reads the work from shapes
-        from kdvfs.cli.common import shapes_note
-
-        shapes_note(t, err)
     prof = None
     gpu = a.gpu
     if a.profile:
@@ -83,6 +79,10 @@ def cmd_analyze(a) -> int:
     folder = Path(a.output or f"kdvfs-analysis-{t.name}")
     paths = write_report(doc, schedules, folder)
     doc["output"] = {k: str(v) for k, v in paths.items()}
+    if not a.profile and Path(a.trace).is_file() and _is_kineto(Path(a.trace)):  # the model reads the work from shapes
+        from kdvfs.cli.common import shapes_note
+
+        shapes_note(t, err)  # once the work is done: a refused command stays one line
     if a.json:
         print_json(doc)
         return 0

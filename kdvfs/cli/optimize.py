@@ -282,10 +282,10 @@ def cmd_compare(a) -> int:
         c.print("Under the limiter, 'ideal', 'naive', 'pass' and 'switch-aware' are chosen as if each kernel were "
                 "throttled alone, then run under the limiter (so they can exceed the slack); the 'limiter-aware' rows "
                 "are chosen under it. 'ideal' rows switch for free. A row marked 'auto' had no plan within the slack.")
-    from kdvfs.optimize.policies import policy_schedule
+    from kdvfs.optimize import optimize
 
-    # the kernel ideal row's schedule (memoised on the problem: the rows without the limiter solved it already)
-    low_clock_caution(pb, spec.name, policy_schedule(pb, "ideal", a.slack),
+    # the kernel ideal row's schedule: the free-switching global waste optimum at this slack
+    low_clock_caution(pb, spec.name, optimize(pb, "waste", a.slack, "kernel", "global"),
                       "the kernel-level ideal (free switching) schedule of this slack runs")
     return 0
 
