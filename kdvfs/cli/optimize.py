@@ -54,7 +54,9 @@ def cmd_optimize(a) -> int:
     d = s.to_dict()
     d.pop("runs")
     d["predicted_basis"] = "with switch costs" if a.switch_aware else "ideal (free switching)"
-    d["auto_basis"] = AUTO_LIMITED if lim is not None else AUTO_ISOLATED
+    from kdvfs.analyze import AUTO_BASIS
+
+    d["auto_basis"] = AUTO_LIMITED if lim is not None else AUTO_BASIS
     if a.json:
         print_json(dict(d, output=a.output))
         return 0
@@ -82,8 +84,8 @@ def cmd_optimize(a) -> int:
     return 0
 
 
-AUTO_ISOLATED = "the profile's auto (each kernel at the driver's clocks, throttled on its own)"
 AUTO_LIMITED = "auto under the card's windowed power limiter (its steady state)"
+"""``auto_basis`` of a plan chosen under the limiter; without it, ``kdvfs.analyze.AUTO_BASIS`` (the profile's auto)."""
 
 
 def _auto_basis(s, limited: bool) -> str:
@@ -92,7 +94,9 @@ def _auto_basis(s, limited: bool) -> str:
     `analyze` shows both (tester9, tester10)."""
     t = (s.auto or {}).get("time_s")
     at = f", {t:.4g} s" if isinstance(t, (int, float)) else ""
-    return f"auto under the limiter ({'steady state' + at})" if limited else f"auto (each kernel throttled on its own{at})"
+    if limited:
+        return f"auto under the limiter (steady state{at})"
+    return f"auto (each kernel throttled on its own{at})"
 
 
 def cmd_frontier(a) -> int:
