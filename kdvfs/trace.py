@@ -466,6 +466,12 @@ def read_json_document(path: Path, what: str) -> Any:
     except RecursionError:
         raise FormatError(f"{what} file {str(path)!r} nests JSON too deeply to be a {what}; is it the right file?") from None
     except json.JSONDecodeError as e:
+        if e.doc.strip() and e.pos == len(e.doc) - len(e.doc.lstrip()):
+            # not JSON from its first character (a profile CSV given as a schedule or trace): not a truncation
+            head = e.doc.lstrip().splitlines()[0][:40]
+            kind = " (a kdvfs profile CSV: give it with --profile)" if head.startswith("# kdvfs-profile/") else ""
+            raise FormatError(f"{what} file {str(path)!r} is not JSON: it begins with {head!r}{kind}; give the "
+                              f"{what} file (JSON) there") from None
         raise FormatError(
             f"{what} file {str(path)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
             "the file may be truncated — re-export it"

@@ -86,7 +86,9 @@ def limiter_check_rows(judge: LimiterJudge | None, schedules: dict[str, Schedule
         r = judge.run(schedules[n])
         rows.append({"schedule": n, "slack_pct": _slack_pct(n),
                      "mechanism": judge.mechanism, "time_change_pct": 100 * (r.time_s / judge.auto.time_s - 1),
-                     "energy_change_pct": 100 * (r.energy_j / judge.auto.energy_j - 1), "switches": r.switches})
+                     "energy_change_pct": 100 * (r.energy_j / judge.auto.energy_j - 1), "switches": r.switches,
+                     # its own reference, not analyze's table's auto (each kernel throttled alone): say which
+                     "auto_time_s": judge.auto.time_s, "auto_energy_j": judge.auto.energy_j})
     planned = {r["slack_pct"]: r["planned_slack_pct"] for r in analysis_rows if "planned_slack_pct" in r}
     for row in rows:
         if row["slack_pct"] in planned:

@@ -128,6 +128,7 @@ def _checked_steps(doc, path: Path) -> list[dict]:
     if not isinstance(steps, list) or not steps:
         raise InputError(f"{str(path)!r}: 'steps' must be a non-empty list of measured steps, got {steps!r:.60}; {fix}")
     out = []
+    seen: dict[str, int] = {}
     for i, st in enumerate(steps):
         if not isinstance(st, dict):
             raise InputError(f"{str(path)!r}: step {i} must be an object with 'model', 'trace' and the measurement, "
@@ -136,6 +137,12 @@ def _checked_steps(doc, path: Path) -> list[dict]:
         if not isinstance(model, str) or not model.strip():
             raise InputError(f"{str(path)!r}: step {i} has no model name ('model': {model!r}); name the model it "
                              "measured")
+        if model in seen:
+            # two steps.json merged by hand: the same measured step counted twice in "N of M within the targets"
+            raise InputError(f"{str(path)!r}: step {i} repeats the model {model!r} of step {seen[model]}; each step "
+                             "is judged once: keep one of them, or, for a second measurement on purpose, give it a "
+                             f"name of its own (e.g. \"{model}-run2\")")
+        seen[model] = i
         if "error" in st:
             out.append(st)
             continue

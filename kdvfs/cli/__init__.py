@@ -12,6 +12,7 @@ import logging
 import sys
 
 from kdvfs.cli import analyze, anchor, catalog, characterize, hw, limiter, multi, optimize, sim, summarize, trace
+from kdvfs.cli.common import MECHANISM_OVERHEADS
 from kdvfs.errors import KdvfsError
 
 __all__ = ["build_parser", "main"]
@@ -30,8 +31,9 @@ _HELP = {
     "granularity": "one setting per run (static), per pass, or per kernel",
     "scope": "global: one time bound on the whole iteration; local: each kernel keeps its own",
     "solver": "fast Lagrangian hull solver, or the exact MILP (HiGHS)",
-    "mechanism": "how a switch is issued: sync (host waits), callback (in-stream host function), predictive "
-                 "(issued early off the critical path)",
+    "mechanism": "how a switch is issued: sync (host waits; every switch also stalls the GPU a fixed "
+                 f"{MECHANISM_OVERHEADS}), callback (in-stream host function), predictive (issued early off the "
+                 "critical path)",
     "switch_model": "borrow a preset's switch model",
     "switch_latency": "total switch latency in seconds (overrides the card's)",
     "seed": "random seed",

@@ -7,7 +7,7 @@ import gzip
 import sys
 from pathlib import Path
 
-from kdvfs.cli.common import out, signed_pct, stage_progress
+from kdvfs.cli.common import MECHANISM_OVERHEADS, out, signed_pct, stage_progress
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
@@ -75,7 +75,10 @@ def cmd_analyze(a) -> int:
 
     judge = LimiterJudge.for_card(t, spec, prof, a.mechanism, sw or spec.switch)
     with stage_progress(err, "analyze") as prog:
-        doc, schedules = analyze(t, spec, prof, a.slack, a.mechanism, sw, not a.no_kernel_switch_aware,
+        # each slack once, smallest first: `--slack 1 1` repeated every row, and a boundary schedule refused under the
+        # limiter falls back to a smaller slack's accepted one only if that slack came earlier (`--slack 5 1` and
+        # `--slack 1 5` could give two answers for 5 %)
+        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack)), a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
@@ -84,13 +87,18 @@ def cmd_analyze(a) -> int:
     folder = Path(a.output or f"kdvfs-analysis-{t.name}")
     paths = write_report(doc, schedules, folder)
     doc["output"] = {k: str(v) for k, v in paths.items()}
+    if not a.profile and Path(a.trace).is_file() and _is_kineto(Path(a.trace)):  # the model reads the work from shapes
+        from kdvfs.cli.common import shapes_note
+
+        shapes_note(t, err)  # once the work is done: a refused command stays one line
     if a.json:
         print_json(doc)
         return 0
     c = out(a)
     c.print(f"[bold]{t.name}[/bold] on {spec.name}: {doc['trace']['instances']} instances, switch latency "
             f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
-    c.print(table("per iteration, against auto clocks", ["slack", "policy", "time %", "energy %", "switches"],
+    c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
+                  f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
                     signed_pct(r["time_change_pct"], 2), signed_pct(r["energy_change_pct"], 2), r["switches"]]
                    for r in doc["rows"] if r["policy"] != "naive" or r["mechanism"] == a.mechanism]))
@@ -140,7 +148,8 @@ def register(sub, j) -> None:
                     help="tolerated slowdowns, percent")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
                     help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
-                         "thread, as the runtime does)")
+                         f"thread, as the runtime does; sync: every switch also stalls the GPU a fixed "
+                         f"{MECHANISM_OVERHEADS})")
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--step", choices=["last", "all"], default="last",
                     help="with ProfilerStep annotations: the last step, or all steps averaged")

@@ -295,7 +295,7 @@ def register(sub, j) -> None:
                          "as it cools, short gaps after bursts; run it right after real steps; not in all), warm-cool (the same kernels on a cool and a hot die, tiny kernels "
                          "launched one by one, gap lengths after a burst; on a card idle for 30 s; not in all), conv "
                          "(batch norm, depthwise convolutions, SiLU, pooling at the convolutional steps' shapes; not in "
-                         "all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; not in "
+                         "all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; add --no-steps to skip the step responses, ~15 s more on a card and minutes on the fake; not in "
                          "all) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")

@@ -9,8 +9,12 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "load_trace", "note_other_card", "out", "problem",
+__all__ = ["MECHANISM_OVERHEADS", "SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "low_clock_caution", "shapes_note", "load_trace", "note_other_card", "out", "problem",
            "PROGRESS_EVERY_S", "PlainProgress", "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
+
+MECHANISM_OVERHEADS = ("163 µs for the host synchronisation and relaunch, measured on the H200, whatever the switch "
+                       "latency or card; callback: a fixed 110 µs; docs/design-notes.md, 'Shared switch semantics'")
+"""``kdvfs.switching.SwitchCosts``' defaults in words (not imported: the parser stays light; a test holds them equal)."""
 
 
 def out(args=None):
@@ -28,6 +32,46 @@ def load_profile_ref(ref: str):
     from kdvfs.profile import load_profile
 
     return load_profile(resolve_profile_path(ref))
+
+
+def low_clock_caution(pb, card: str | None, schedules, subject: str = "this schedule runs", err=None) -> None:
+    """Print on stderr (``err``) the caution that ``schedules`` (one, or an iterable: the largest share counts) run much
+    of the iteration below half the card's boost clock on rows the profile took from the kernel model, where the model
+    extrapolates (``kdvfs.analyze.schedule_low_clock_note``). The one helper of `optimize`, `compare` and `frontier`;
+    nothing without a card, or when the share is small. ``schedules`` may be a generator: it is not run then."""
+    if not card:
+        return
+    import sys
+
+    from kdvfs.analyze import schedule_low_clock_note
+    from kdvfs.gpus import get_gpu
+
+    note = schedule_low_clock_note(pb, schedules, get_gpu(card), subject)
+    if note:
+        (err or make_console(sys.stderr)).print(note, markup=False)
+
+
+SHAPES_NOTE_BELOW = 0.5
+"""Share of the step's GPU time with work from input shapes below which `trace import` and `analyze` say so."""
+
+
+def shapes_note(trace, err=None) -> bool:
+    """Say on stderr when less than half the step's GPU time has its work (FLOPs, bytes) from the ops' input shapes:
+    a trace recorded without ``record_shapes=True`` imports and analyses without a word, its work guessed from kernel
+    names (the ViT step of leaseA without shapes: −15.5 % at 1 % slack on the H200 against −17.7 % with them). Returns
+    whether it said so."""
+    import sys
+
+    from kdvfs.worktable import work_source_time_share
+
+    share = work_source_time_share(trace).get("shapes", 0.0)
+    if share >= SHAPES_NOTE_BELOW:
+        return False
+    (err or make_console(sys.stderr)).print(
+        f"note: only {100 * share:.0f} % of the step's GPU time has its work (FLOPs, bytes) from input shapes; the "
+        "rest is estimated from kernel names, so the kernel model's clock response there is rougher. Record with "
+        "`record_shapes=True` (README, step 1); `kdvfs trace show` lists where the work came from", markup=False)
+    return True
 
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:

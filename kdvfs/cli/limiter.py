@@ -244,6 +244,23 @@ def cmd_validate_steps(a) -> int:
             raise InputError(f"--characterization {a.characterization!r} has no 'idle_after' power (the campaign's "
                              "idle reading at its end); give the characterisation file of a full `kdvfs characterize` "
                              "run, or leave the option out")
+        if after.get("settle_s") is None:
+            # read before NVML's ~1 s power average had let go of the last entry: that entry's power, not idle
+            last = next((k for k in reversed(ch.get("kernels") or []) if isinstance(k, dict) and "power_w" in k), {})
+            idle = next((k for k in ch.get("kernels") or [] if isinstance(k, dict)
+                         and str(k.get("name", "")).startswith("idle") and isinstance(k.get("power_w"), (int, float))),
+                        None)
+            raise InputError(
+                f"--characterization {a.characterization!r}: its 'idle_after' power ({float(after['power_w']):.1f} W) "
+                "was read right after the last entry"
+                + (f" ({last.get('name')}, {float(last['power_w']):.1f} W)" if last else "")
+                + ", while NVML's power average still held that entry: it is not the idle card's power (the rule: an "
+                "idle reading taken after the card settled, 'settle_s'; `kdvfs characterize` writes one since "
+                "session 10). "
+                + (f"Its own {idle['name']} entry measured {float(idle['power_w']):.1f} W: give --gap-power "
+                   f"{float(idle['power_w']):.1f} to check with that, or leave out --characterization"
+                   if idle else "Give a newer file, or --gap-power W with a measured idle power, or leave the option "
+                   "out"))
         alt["idle_after"] = float(after["power_w"])
     gap_default = gap_power_for(spec)  # the card fit's gap power, else the limiter fit's idle plant
     if idle_plant is not None and gap_default is not None and gap_default != idle_plant:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from kdvfs.cli.common import (
+    MECHANISM_OVERHEADS,
     SETTINGS_HELP,
     add_limiter_arg,
     limiter_of,
@@ -297,7 +298,9 @@ def register(sub, j) -> None:
     sp.add_argument("--schedule", required=True)
     sp.add_argument("--gpu", help="the card (default: the one the profile's header names)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"],
-                    help="how a switch is issued (default: the one the schedule was planned for, else sync)")
+                    help="how a switch is issued: sync (host waits; every switch also stalls the GPU a fixed "
+                         f"{MECHANISM_OVERHEADS}), callback, predictive (default: the one the schedule was planned "
+                         "for, else sync)")
     sp.add_argument("--switch-latency", type=float, help="total switch latency in seconds, split like the card's preset into host call and transition (default: the card's)")
     sp.add_argument("--switch-model", help="borrow another preset's switch model")
     sp.add_argument("--spread", type=float, help="relative spread of switch latencies (engine)")

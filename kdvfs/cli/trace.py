@@ -112,6 +112,10 @@ def cmd_trace_import(a) -> int:
         info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
                 "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used}
     save_trace(t, a.output)
+    if src.suffix != ".csv":  # after the output is written: a refused -o stays one line
+        from kdvfs.cli.common import shapes_note
+
+        shapes_note(t)
     doc = dict(t.summary(), output=str(a.output), **info)
     if a.json:
         print_json(doc)
