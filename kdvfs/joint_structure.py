@@ -15,8 +15,8 @@ every setting, none on a single one:
   ``slow_exponent``), 2 values.
 - ``limiter`` (session 10): each pass as a mixed step under the card's power limiter in its steady state
   (``kdvfs.limiter_pass``): one clock ceiling for the whole pass, where its average power is the cap; 0 values.
-  ``limitcap``: the same with the average power held in a pass fitted (``limit_cap_w``), 1 value. The per-kernel rows
-  stay isolated.
+  ``limitcap``: the same with the average power held in a pass fitted (``limit_cap_w``, 300–350 W: the card's limit is
+  350 W), 1 value; ``limitcapwide``, a diagnosis, the same up to ``passcap``'s 520 W. The per-kernel rows stay isolated.
 
 Also here: the band loss of the per-kernel targets (``kernel_loss=band``) and the diagnostic ``pass_drop``.
 """
@@ -51,9 +51,11 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     # session 10: the passes under the windowed limiter's steady state (the kernels alone stay isolated)
     "limiter": (),
     "limitcap": (("limit_cap_w", 300.0, 350.0, 340.0),),
+    # a diagnosis: the held cap free up to passcap's bound, beyond the card's 350 W limit
+    "limitcapwide": (("limit_cap_w", 300.0, 520.0, 360.0),),
 }
 # the terms that put the passes under the limiter; the table method may take ``limiter`` (it changes only the check)
-LIMITER_TERMS = ("limiter", "limitcap")
+LIMITER_TERMS = ("limiter", "limitcap", "limitcapwide")
 # the terms that only change the card's own fields (no pass-only quantity): the table method may fit them too
 CARD_SHAPE_TERMS = ("leak", "leakexp", "vflow", "slowcore")
 # their GpuSpec fields (leak_w, leak_exponent, vf_low_drop, slow_core_mhz, slow_exponent), which apply_structure sets
@@ -71,6 +73,9 @@ def parse_structure(text: str) -> tuple[str, ...]:
     if both and any(t in LIMITER_TERMS for t in names):
         raise InputError(f"--fit-option structure={text}: {', '.join(both)} and the limiter are two models of how a "
                          "pass meets the cap; give one of them")
+    if "limitcap" in names and "limitcapwide" in names:
+        raise InputError(f"--fit-option structure={text}: limitcap and limitcapwide fit the same held cap within "
+                         "different bounds; give one of them")
     return tuple(dict.fromkeys(names))
 
 

@@ -141,6 +141,8 @@ def test_bad_limiter_options_are_refused():
     assert parse_structure("memtraffic,limiter") == ("memtraffic", "limiter")
     with pytest.raises(InputError, match="passcap and the limiter are two models"):
         parse_structure("limiter,passcap")
+    with pytest.raises(InputError, match="limitcap and limitcapwide fit the same held cap"):
+        parse_structure("limitcap,limitcapwide")
     with pytest.raises(InputError, match="limitcap act on the pass-level sweep"):
         calibrate_spaan2026(options=JointOptions(method="table", structure="limitcap"))
     with pytest.raises(InputError, match="weights must have shape"):
