@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             x["target_met"] = met[f"pass/{x['scope']}/{x['objective']}"]
         out.append({"fit": Path(f).name, "cap_w": r["cap_w"], "isolated": _short(r["isolated"]),
                     "steady": _short(r["steady"]), "dynamic": [_short(d) for d in r["dynamic"]],
+                    "kernel_minima_sum_pct": r["kernel_minima_sum_pct"],
                     "table2_pass_rows_under_limiter": rows})
     text = json.dumps(out, indent=1, ensure_ascii=False) + "\n"
     if a.out:
