@@ -43,6 +43,7 @@ from kdvfs.joint_structure import (
     pass_requests,
     structure_params,
 )
+from kdvfs.limiter_pass import PassLimit
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.passcontext import PassContext, apply_context, context_params, parse_terms
 from kdvfs.passweep import PassSweep, pass_index, study_settings
@@ -313,7 +314,7 @@ class _Problem:
         # session 10: the passes as mixed steps under the limiter (``kdvfs.limiter_pass``), the kernels alone isolated
         self.limiter = any(t in LIMITER_TERMS for t in parse_structure(opt.structure))
         self.W = np.stack([self.rep * (self.passes == k) for k in range(2)])
-        self.plim = None  # the limiter's state of the last ``model`` call
+        self.plim: PassLimit | None = None  # the limiter's state of the last ``model`` call
 
     def context_of(self, x) -> PassContext:
         z = np.clip(x[_NC + _NK * self.n:_NC + _NK * self.n + self.np_], 0, 1)
@@ -444,6 +445,8 @@ class _Problem:
             if self.limiter:
                 # kernel i moved alone: its row at the pass's ceiling held, then the ceiling's first-order answer
                 from kdvfs.limiter_pass import at_ceilings, replaced_sums
+
+                assert plim0 is not None  # set by ``model`` whenever the limiter is on
 
                 tf, ef = at_ceilings(spec0, kp1, self.C, self.M, self.W, plim0)
                 RT, RE = replaced_sums(plim0, self.W, tf - TP, ef - EP)  # noqa: N806

@@ -201,6 +201,11 @@ def replaced_sums(state: PassLimit, weights: np.ndarray, d_time: np.ndarray, d_e
     return PT[None] + st, PE[None] + se
 
 
+def _pair(v) -> tuple[int, int]:
+    a, b = (int(x) for x in v)
+    return a, b
+
+
 def pass_table2(spec: GpuSpec, params: KernelParams, trace, settings, cap_w: float | None = None) -> list[dict]:
     """Table 2's four pass-level rows (Spaan et al. 2026) chosen from the passes *as they run under the limiter*:
     one setting per pass (the trace's passes, as ``kdvfs.optimize``'s pass granularity groups them), local (each pass
@@ -221,18 +226,18 @@ def pass_table2(spec: GpuSpec, params: KernelParams, trace, settings, cap_w: flo
     ia = settings.index((AUTO, AUTO))
     t_auto, e_auto = GT[:, ia].sum(), GE[:, ia].sum()
     tt, ee = GT[0][:, None] + GT[1][None, :], GE[0][:, None] + GE[1][None, :]  # every (forward, backward) pair
-    picks = {
-        ("local", "edp"): tuple(int(np.argmin(GE[g] * GT[g])) for g in range(2)),
-        ("global", "edp"): np.unravel_index(int(np.argmin(ee * tt)), tt.shape),
-        ("local", "waste"): tuple(int(np.flatnonzero(GT[g] <= GT[g, ia])[np.argmin(GE[g][GT[g] <= GT[g, ia]])])
+    picks: dict[tuple[str, str], tuple[int, int]] = {
+        ("local", "edp"): _pair(int(np.argmin(GE[g] * GT[g])) for g in range(2)),
+        ("global", "edp"): _pair(np.unravel_index(int(np.argmin(ee * tt)), tt.shape)),
+        ("local", "waste"): _pair(int(np.flatnonzero(GT[g] <= GT[g, ia])[np.argmin(GE[g][GT[g] <= GT[g, ia]])])
                                   for g in range(2)),
-        ("global", "waste"): np.unravel_index(int(np.argmin(np.where(tt <= t_auto, ee, np.inf))), tt.shape),
+        ("global", "waste"): _pair(np.unravel_index(int(np.argmin(np.where(tt <= t_auto, ee, np.inf))), tt.shape)),
     }
     rows = []
     for scope in ("local", "global"):
         paper = PAPER_TABLE2[("pass", scope)]
         for obj, (pt, pe) in (("edp", paper[:2]), ("waste", paper[2:])):
-            a, b = (int(v) for v in picks[(scope, obj)])
+            a, b = picks[(scope, obj)]
             rows.append({"granularity": "pass", "scope": scope, "objective": "strict waste" if obj == "waste" else "EDP",
                          "time_change_pct": float(100 * ((GT[0, a] + GT[1, b]) / t_auto - 1)),
                          "energy_change_pct": float(100 * ((GE[0, a] + GE[1, b]) / e_auto - 1)),

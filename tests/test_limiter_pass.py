@@ -147,3 +147,27 @@ def test_bad_limiter_options_are_refused():
         calibrate_spaan2026(options=JointOptions(method="table", structure="limitcap"))
     with pytest.raises(InputError, match="weights must have shape"):
         solve_passes(RTX3080TI, KernelParams(("a",), *(np.ones(1),) * 5), C, M, np.ones((2, 1)))
+
+
+def test_pass_table2_picks_the_best_pass_settings_under_the_limiter(spaan_trace):
+    """Table 2's pass rows from the passes under the limiter: strict waste never slower than auto, and no pair of
+    settings beats the global picks (brute force over the sums ``solve_passes`` gives)."""
+    from kdvfs.bundled import model_params
+    from kdvfs.limiter_pass import pass_table2
+
+    p = model_params(spaan_trace, RTX3080TI)
+    rows = pass_table2(RTX3080TI, p, spaan_trace, SETTINGS)
+    assert [(r["scope"], r["objective"]) for r in rows] == [("local", "EDP"), ("local", "strict waste"),
+                                                              ("global", "EDP"), ("global", "strict waste")]
+    names = [spaan_trace.segments[i].pass_name for i in spaan_trace.kernel_segment]
+    w = np.stack([spaan_trace.repeats * np.array([n == q for n in names]) for q in ("forward", "backward")]).astype(float)
+    lim = solve_passes(RTX3080TI, p, C, M, w)
+    gt, ge = w @ lim.time_s, w @ lim.energy_j
+    ia = SETTINGS.index((AUTO, AUTO))
+    t = 100 * ((gt[0][:, None] + gt[1][None, :]) / gt[:, ia].sum() - 1)
+    e = 100 * ((ge[0][:, None] + ge[1][None, :]) / ge[:, ia].sum() - 1)
+    waste = rows[3]
+    assert waste["time_change_pct"] <= 1e-9 and waste["energy_change_pct"] == pytest.approx(e[t <= 1e-12].min(), abs=1e-9)
+    edp = (1 + t / 100) * (1 + e / 100)
+    assert (1 + rows[2]["time_change_pct"] / 100) * (1 + rows[2]["energy_change_pct"] / 100) == pytest.approx(edp.min())
+    assert rows[1]["time_change_pct"] <= 1e-9 and rows[1]["energy_change_pct"] >= waste["energy_change_pct"] - 1e-9
