@@ -34,13 +34,16 @@ from scipy.optimize import least_squares
 from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, RTX3080TI, GpuSpec
 from kdvfs.joint_structure import (
+    LIMITER_TERMS,
     apply_structure,
     band_residual,
     parse_drop,
     parse_structure,
+    pass_eval,
     pass_requests,
     structure_params,
 )
+from kdvfs.limiter_pass import PassLimit
 from kdvfs.model import KernelParams, evaluate
 from kdvfs.passcontext import PassContext, apply_context, context_params, parse_terms
 from kdvfs.passweep import PassSweep, pass_index, study_settings
@@ -308,6 +311,10 @@ class _Problem:
         self.target_loss = band_residual if opt.kernel_loss == "band" else _hinge  # of the per-kernel targets
         drop = parse_drop(opt.pass_drop)
         self.keep = np.array([0.0 if s in drop else 1.0 for s in st])
+        # session 10: the passes as mixed steps under the limiter (``kdvfs.limiter_pass``), the kernels alone isolated
+        self.limiter = any(t in LIMITER_TERMS for t in parse_structure(opt.structure))
+        self.W = np.stack([self.rep * (self.passes == k) for k in range(2)])
+        self.plim: PassLimit | None = None  # the limiter's state of the last ``model`` call
 
     def context_of(self, x) -> PassContext:
         z = np.clip(x[_NC + _NK * self.n:_NC + _NK * self.n + self.np_], 0, 1)
@@ -315,7 +322,10 @@ class _Problem:
 
     def structure_of(self, x) -> dict:
         z = np.clip(x[_NC + _NK * self.n + self.np_:], 0, 1)
-        return {p[0]: float(p[1] + v * (p[2] - p[1])) for p, v in zip(self.sp, z)}
+        out = {p[0]: float(p[1] + v * (p[2] - p[1])) for p, v in zip(self.sp, z)}
+        if self.limiter:
+            out["pass_limiter"] = 1.0  # a flag, not a fitted value: the report evaluates the passes the same way
+        return out
 
     def unpack(self, x):
         xc = _LO + np.clip(x[:_NC], 0, 1) * (_HI - _LO)
@@ -335,6 +345,9 @@ class _Problem:
 
     def kernel_eval(self, spec: GpuSpec, kp: KernelParams):
         ev = evaluate(spec, kp, self.C, self.M)
+        if self.limiter:
+            tp, ep, self.plim = pass_eval(spec, kp, self.C, self.M, self.struct, self.W)
+            return ev.time_s, ev.energy_j, tp, ep
         if "pass_cap_w" not in self.struct and "pass_boost_share" not in self.struct:
             return ev.time_s, ev.energy_j, ev.time_s, ev.energy_j
         # inside a pass: the pass's top clock (passboost) and the cap the limiter's mixed window gives (passcap)
@@ -404,6 +417,7 @@ class _Problem:
         P0 = self.pres(PT, PE)
         r0 = np.concatenate([K0.ravel(), P0])
         n = self.n
+        spec0, plim0 = self.spec, self.plim  # the card columns below move both
         J = np.zeros((len(r0), len(x)))
         for j in [*range(_NC), *range(_NC + _NK * n, len(x))]:
             h = 1e-6 if x[j] < 1 - 1e-6 else -1e-6
@@ -418,10 +432,26 @@ class _Problem:
         for q in range(_NK):
             xk1 = xk.copy()
             xk1[:, q] += h
-            T1, E1, TP1, EP1 = self.model(xc, xk1)
+            if self.limiter:
+                self.lam, self.spec, self.plim = float(xc[_ILAM]), spec0, plim0
+                kp1 = self.params(xk1)
+                ev1 = evaluate(spec0, kp1, self.C, self.M)
+                T1, E1 = ev1.time_s, ev1.energy_j
+            else:
+                T1, E1, TP1, EP1 = self.model(xc, xk1)
             cols = _NC + _NK * np.arange(n) + q
             dK = (self.kres(T1, E1, xk1) - K0) / h  # kernel i's residuals move with kernel i's parameter only
             J[rows_k, cols[None, :]] = dK
+            if self.limiter:
+                # kernel i moved alone: its row at the pass's ceiling held, then the ceiling's first-order answer
+                from kdvfs.limiter_pass import at_ceilings, replaced_sums
+
+                assert plim0 is not None  # set by ``model`` whenever the limiter is on
+
+                tf, ef = at_ceilings(spec0, kp1, self.C, self.M, self.W, plim0)
+                RT, RE = replaced_sums(plim0, self.W, tf - TP, ef - EP)  # noqa: N806
+                J[_NKR * n:, cols] = ((self.pres(RT, RE) - P0[None]) / h).T
+                continue
             # pass sums with kernel i's row replaced, for every i at once: (n, 2, settings)
             dT = (self.rep[:, None] * (TP1 - TP))[:, None, :] * onehot[:, :, None]
             dE = (self.rep[:, None] * (EP1 - EP))[:, None, :] * onehot[:, :, None]
@@ -454,8 +484,17 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
         base_t[pi] -= pb.rep[i] * TP[i]
         base_e[pi] -= pb.rep[i] * EP[i]
 
-        def resid(z, i=i, pi=pi, base_t=base_t, base_e=base_e):
+        plim, tp_i, ep_i = pb.plim, TP[i].copy(), EP[i].copy()
+
+        def resid(z, i=i, pi=pi, base_t=base_t, base_e=base_e, plim=plim, tp_i=tp_i, ep_i=ep_i):
             kp = _kernel_params((pb.keys[i],), z[None, :])
+            if pb.limiter:  # kernel i moved alone: at its pass's ceiling held, the ceiling answering to first order
+                from kdvfs.limiter_pass import at_ceilings, replaced_sums
+
+                ev = evaluate(spec, kp, pb.C, pb.M)
+                tf, ef = at_ceilings(spec, kp, pb.C, pb.M, pb.W[:, i:i + 1], plim)
+                pt, pe = replaced_sums(plim, pb.W, tf - tp_i, ef - ep_i, rows=[i])
+                return np.concatenate([pb.kres_one(i, ev.time_s[0], ev.energy_j[0], z), pb.pres(pt[0], pe[0])])
             Ti, Ei, TPi, EPi = pb.kernel_eval(spec, kp)
             k = pb.kres_one(i, Ti[0], Ei[0], z)
             pt, pe = base_t.copy(), base_e.copy()
@@ -473,9 +512,12 @@ def _polish(pb: _Problem, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, starts:
                 best_c, best_z = r.cost, r.x
         if not np.array_equal(best_z, xk[i]):
             xk[i] = best_z
-            kp = _kernel_params((pb.keys[i],), best_z[None, :])
-            Ti, Ei, TPi, EPi = pb.kernel_eval(spec, kp)
-            T[i], E[i], TP[i], EP[i] = Ti[0], Ei[0], TPi[0], EPi[0]
+            if pb.limiter:  # the whole pass again: every kernel's clock answers kernel i's change
+                T, E, TP, EP = pb.kernel_eval(spec, pb.params(xk))
+            else:
+                kp = _kernel_params((pb.keys[i],), best_z[None, :])
+                Ti, Ei, TPi, EPi = pb.kernel_eval(spec, kp)
+                T[i], E[i], TP[i], EP[i] = Ti[0], Ei[0], TPi[0], EPi[0]
             PT, PE = pb.sums(TP, EP)
     x[_NC:_NC + _NK * n] = xk.ravel()
     return x

@@ -13,6 +13,10 @@ every setting, none on a single one:
 - ``vflow``: the voltage below the knee falls towards the lowest clock (``GpuSpec.vf_low_drop``), 1 value;
 - ``slowcore``: core time growing faster than 1/f at low clocks, ``× (1 + (f_slow/f)^k)`` (``GpuSpec.slow_core_mhz``,
   ``slow_exponent``), 2 values.
+- ``limiter`` (session 10): each pass as a mixed step under the card's power limiter in its steady state
+  (``kdvfs.limiter_pass``): one clock ceiling for the whole pass, where its average power is the cap; 0 values.
+  ``limitcap``: the same with the average power held in a pass fitted (``limit_cap_w``, 300–350 W: the card's limit is
+  350 W), 1 value; ``limitcapwide``, a diagnosis, the same up to ``passcap``'s 520 W. The per-kernel rows stay isolated.
 
 Also here: the band loss of the per-kernel targets (``kernel_loss=band``) and the diagnostic ``pass_drop``.
 """
@@ -28,8 +32,8 @@ from kdvfs.errors import InputError
 from kdvfs.gpus import AUTO, GpuSpec
 from kdvfs.passweep import study_settings
 
-__all__ = ["BAND_SLOPE", "CARD_SHAPE_TERMS", "KERNEL_LOSSES", "STRUCTURE_TERMS", "apply_structure", "band_residual", "parse_drop", "parse_structure",
-           "pass_requests", "structure_params"]
+__all__ = ["BAND_SLOPE", "CARD_SHAPE_TERMS", "KERNEL_LOSSES", "LIMITER_TERMS", "STRUCTURE_TERMS", "apply_structure",
+           "band_residual", "parse_drop", "parse_structure", "pass_eval", "pass_requests", "structure_params"]
 
 KERNEL_LOSSES = ("hinge", "band")
 BAND_SLOPE = 4.0
@@ -44,7 +48,14 @@ STRUCTURE_TERMS: dict[str, tuple[tuple[str, float, float, float], ...]] = {
     "leakexp": (("leak_exponent", 1.0, 4.0, 2.0),),
     "vflow": (("vf_low_drop", 0.0, 0.6, 0.1),),
     "slowcore": (("slow_core_mhz", 0.0, 600.0, 100.0), ("slow_exponent", 1.0, 6.0, 2.0)),
+    # session 10: the passes under the windowed limiter's steady state (the kernels alone stay isolated)
+    "limiter": (),
+    "limitcap": (("limit_cap_w", 300.0, 350.0, 340.0),),
+    # a diagnosis: the held cap free up to passcap's bound, beyond the card's 350 W limit
+    "limitcapwide": (("limit_cap_w", 300.0, 520.0, 360.0),),
 }
+# the terms that put the passes under the limiter; the table method may take ``limiter`` (it changes only the check)
+LIMITER_TERMS = ("limiter", "limitcap", "limitcapwide")
 # the terms that only change the card's own fields (no pass-only quantity): the table method may fit them too
 CARD_SHAPE_TERMS = ("leak", "leakexp", "vflow", "slowcore")
 # their GpuSpec fields (leak_w, leak_exponent, vf_low_drop, slow_core_mhz, slow_exponent), which apply_structure sets
@@ -58,6 +69,13 @@ def parse_structure(text: str) -> tuple[str, ...]:
         if t not in STRUCTURE_TERMS:
             raise InputError(f"--fit-option structure: {t!r} is not one of {', '.join(STRUCTURE_TERMS)}; give a comma "
                              "list of them (or none)")
+    both = [t for t in ("passcap", "passboost") if t in names]
+    if both and any(t in LIMITER_TERMS for t in names):
+        raise InputError(f"--fit-option structure={text}: {', '.join(both)} and the limiter are two models of how a "
+                         "pass meets the cap; give one of them")
+    if "limitcap" in names and "limitcapwide" in names:
+        raise InputError(f"--fit-option structure={text}: limitcap and limitcapwide fit the same held cap within "
+                         "different bounds; give one of them")
     return tuple(dict.fromkeys(names))
 
 
@@ -105,3 +123,20 @@ def apply_structure(spec: GpuSpec, values: dict) -> GpuSpec:
 def band_residual(e, tol):
     """No penalty inside 90 % of the tolerance, steep (``BAND_SLOPE``) beyond: the target as a band."""
     return BAND_SLOPE * np.sign(e) * np.maximum(np.abs(e) - 0.9 * tol, 0.0) / tol
+
+
+def pass_eval(spec: GpuSpec, params, core_mhz: np.ndarray, mem_mhz: np.ndarray, values: dict, weights: np.ndarray):
+    """Every kernel's time and energy, (kernels, settings), as it runs inside its pass: under the limiter's steady
+    state where ``values`` has ``pass_limiter`` (``kdvfs.limiter_pass``; ``weights``, (2, kernels), the invocations
+    per pass), else alone at the pass's requests and cap (``passboost``, ``passcap``); plus the limiter's state or None.
+    """
+    from kdvfs.model import evaluate
+
+    if values.get("pass_limiter"):
+        from kdvfs.limiter_pass import solve_passes
+
+        st = solve_passes(spec, params, core_mhz, mem_mhz, weights, values.get("limit_cap_w"))
+        return st.time_s, st.energy_j, st
+    ev = evaluate(spec, params, pass_requests(core_mhz, values, spec.boost_core_mhz), mem_mhz,
+                  cap_w=values.get("pass_cap_w"))
+    return ev.time_s, ev.energy_j, None
