@@ -229,6 +229,17 @@ class TorchZoo:
             p = kk // 2
             return lambda: torch.ops.aten.convolution_backward(gy, x, wt, None, [st, st], [p, p], [1, 1], False,
                                                                [0, 0], c, [True, True, False])
+        if k.op in ("gconv1d", "gconv1d_bwd"):  # grouped 1-D, as wav2vec 2.0's convolutional position embedding
+            nb, c, length, kk, grp = s[:5]
+            x, wt = rnd(nb, c, length), rnd(c, c // grp, kk)
+            if k.op == "gconv1d":
+                return lambda: F.conv1d(x, wt, padding=kk // 2, groups=grp)
+            y = F.conv1d(x, wt, padding=kk // 2, groups=grp)
+            gy = torch.randn_like(y)
+            self._keep += [y, gy]
+            p = kk // 2  # aten's convolution_backward called directly, as for dwconv_bwd
+            return lambda: torch.ops.aten.convolution_backward(gy, x, wt, None, [1], [p], [1], False, [0], grp,
+                                                               [True, True, False])
         if k.op == "idle":  # nothing launched: the wait (gap_s) is the whole invocation
             return lambda: None
         if k.op == "adamw":

@@ -118,7 +118,7 @@ def test_a_broken_bundled_fit_does_not_break_import(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------- characterize
-@pytest.mark.parametrize("zoo_set", ["top-clock", "attention", "held-duty", "thermal", "warm-cool", "conv", "anchor"])
+@pytest.mark.parametrize("zoo_set", ["top-clock", "attention", "held-duty", "thermal", "warm-cool", "conv", "anchor", "tiny-grid"])
 def test_fake_backend_runs_each_new_set(tmp_path, capsys, zoo_set):
     from hw_backend.characterize import ZOO_SETS
 
