@@ -37,3 +37,17 @@ def write_report(argv, name: str, default_out: str, document, lines) -> int:
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     print("\n".join(lines(doc)))
     return 0
+
+
+def emit_json(doc, out: str | None) -> int:
+    """Write ``doc`` as indented JSON to ``out`` (its folder made), or print it where ``out`` is not given."""
+    import json
+    from pathlib import Path
+
+    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    else:
+        print(text, end="")
+    return 0

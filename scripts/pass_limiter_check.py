@@ -6,7 +6,6 @@
 """
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from kdvfs.limiter_pass import pass_table2
 from kdvfs.passweep import read_pass_sweep, study_settings
 from kdvfs.reproduce import table2_targets_met
 from kdvfs.trace import load_trace
+from scripts import emit_json
 from simulator.pass_limiter import pass_limiter_check
 
 _KEYS = ("median_abs_time_err", "median_abs_energy_err", "worst_main_time_err", "worst_main_energy_err")
@@ -50,13 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                     "steady": _short(r["steady"]), "dynamic": [_short(d) for d in r["dynamic"]],
                     "kernel_minima_sum_pct": r["kernel_minima_sum_pct"],
                     "table2_pass_rows_under_limiter": rows})
-    text = json.dumps(out, indent=1, ensure_ascii=False) + "\n"
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text)
-    else:
-        print(text, end="")
-    return 0
+    return emit_json(out, a.out)
 
 
 if __name__ == "__main__":

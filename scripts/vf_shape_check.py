@@ -4,10 +4,9 @@
 """
 
 import argparse
-import json
-from pathlib import Path
 
 from kdvfs.vfshape import vf_shape_check
+from scripts import emit_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,13 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("fits", nargs="*", help="calibration JSON files (default: the bundled one)")
     ap.add_argument("--out", help="write the JSON here (default: print it)")
     a = ap.parse_args(argv)
-    text = json.dumps(vf_shape_check(a.fits), indent=1, ensure_ascii=False) + "\n"
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(text)
-    else:
-        print(text, end="")
-    return 0
+    return emit_json(vf_shape_check(a.fits), a.out)
 
 
 if __name__ == "__main__":
