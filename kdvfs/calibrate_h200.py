@@ -88,7 +88,7 @@ FIT_FORMAT = "kdvfs-h200-fit/1"
 
 
 def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE, gap_model: str = DEFAULT_GAP_MODEL,
-                 zoo: ZooSource | None = None) -> dict:
+                 *, zoo: ZooSource | None = None) -> dict:
     """The full fit (every zoo kernel of every file: what the h200 preset uses) and the held-out check (kernels in
     file-then-zoo order, even positions fitted, odd checked), as one document. ``data``: a characterisation file or a
     list of them. The ``gap`` entries give the power between kernels (``gap_power_w``), which launch-bound entries
@@ -98,7 +98,7 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE, ga
     if gap_model not in GAP_MODELS:
         raise InputError(f"calibrate-h200: gap model {gap_model!r} is not one of {', '.join(GAP_MODELS)}; e.g. "
                          f"--gap-model {DEFAULT_GAP_MODEL}")
-    rows, gap_w, paths, docs = prepared_rows(data, gap_model, zoo)
+    rows, gap_w, paths, docs = prepared_rows(data, gap_model, zoo=zoo)
     if len(rows) < len(_X0):
         raise InputError(f"calibrate-h200: {len(rows)} measured kernel(s) in {', '.join(map(str, paths))}, fewer than "
                          f"the {len(_X0)} constants fitted; give more characterisation files (the default data has "
@@ -106,7 +106,7 @@ def run_h200_fit(data, command: str = "", structure: str = DEFAULT_STRUCTURE, ga
     if not any(r["role"] == "duty" for r in rows):
         log.warning("calibrate-h200: no duty entry (a burst below the cap) in the data: the voltage curve's slope is "
                     "then set by throttled kernels alone; add a file with duty entries (characterization4.json.gz)")
-    gaps = load_rows(data, zoo)[1]
+    gaps = load_rows(data, zoo=zoo)[1]
     onset = onset_rows(docs, zoo=zoo)
     thermal = gap_thermal(rows, gaps).to_dict() if gap_model == "thermal" and gaps else None
     x = fit_h200(rows, gap_w, structure)
@@ -162,7 +162,7 @@ def spec_from_fit(fit: dict, base: GpuSpec = H200_UNFITTED, source: str = "", wh
                           where=where)
 
 
-def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None,
+def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None, *,
                         repeats: dict[str, int] | None = None) -> list[dict]:
     """Rebuild the bundled H200 traces' work and profiles: each trace takes the op-shape work of its shape-recorded
     twin (``validation/h200/steps/block-<prec>.kineto.json.gz``, the same workload on the same card), then its
@@ -204,7 +204,8 @@ def build_h200_profiles(root: str | Path, spec: GpuSpec | None = None,
     return out
 
 
-def check_h200_fit(fit: dict, data, command: str = "", where: str = "the fit", zoo: ZooSource | None = None) -> dict:
+def check_h200_fit(fit: dict, data, command: str = "", where: str = "the fit", *,
+                   zoo: ZooSource | None = None) -> dict:
     """A stored fit (``kdvfs-h200-fit/1``) against characterisation files, without fitting: each measured kernel's
     predicted clock and power beside the measurement, and how many meet the targets. For files the fit did not see
     (a new campaign), this is a held-out check. Launch-bound and duty entries take the fit's own gap power."""

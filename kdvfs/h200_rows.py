@@ -187,7 +187,7 @@ def kernel_rows(rows: list[dict]) -> list[dict]:
 
 
 
-def onset_rows(docs: list[dict], onset_s: float = 0.2, zoo: ZooSource | None = None) -> list[dict]:
+def onset_rows(docs: list[dict], onset_s: float = 0.2, *, zoo: ZooSource | None = None) -> list[dict]:
     """The probe GEMM at the top clock, above the cap, from the step responses: its power is the highest
     instantaneous power read in the first ``onset_s`` of each heavy burst that follows another load (the limiter
     lets the first tens of milliseconds run at the top clock; NVML's field lags, so the peak, not the first reading),
@@ -216,7 +216,7 @@ def onset_rows(docs: list[dict], onset_s: float = 0.2, zoo: ZooSource | None = N
 
 
 
-def load_rows(data, zoo: ZooSource | None = None) -> tuple[list[dict], list[dict], list[str], list[dict]]:
+def load_rows(data, *, zoo: ZooSource | None = None) -> tuple[list[dict], list[dict], list[str], list[dict]]:
     """(kernel rows, gap rows, file names, documents) of one or more characterisation files, in file then zoo order; a name
     measured twice keeps its first measurement, unless the later one is a duty entry measured by session 8's method
     (``method`` ``duty-chunks``: bursts and gaps back to back, the energy counter read between 0.5 s chunks), which
@@ -263,7 +263,7 @@ structure: median 37 of 62, thermal 39 (validation/h200/thermal/variants_zoo.jso
 both)."""
 
 
-def prepared_rows(data, gap_model: str = DEFAULT_GAP_MODEL,
+def prepared_rows(data, gap_model: str = DEFAULT_GAP_MODEL, *,
                   zoo: ZooSource | None = None) -> tuple[list[dict], float | None, list[str], list[dict]]:
     """(the rows fitted and checked, the gap power, file names, documents): every kernel row of ``data``; the gap
     power from the ``gap`` entries (``gap_power``; with ``gap_model`` ``thermal`` each row also carries
@@ -273,7 +273,7 @@ def prepared_rows(data, gap_model: str = DEFAULT_GAP_MODEL,
     instantaneous power, which averages over its own window and lags a burst's onset (815 W read for the 4096³ GEMM
     at 1980 MHz), while the duty entries time the same GEMM at 1980 MHz in bursts and read the energy counter (their
     energy, less the gaps at the gap power, gives 920–980 W per burst). The duty entries set the voltage curve's slope."""
-    rows, gaps, paths, docs = load_rows(data, zoo)
+    rows, gaps, paths, docs = load_rows(data, zoo=zoo)
     if gap_model == "thermal" and gaps:
         th = gap_thermal(rows, gaps)
         rows = [dict(r, gap_power_w=float(th.gap_power_w(r["temperature_c"])))
