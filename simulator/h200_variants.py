@@ -60,7 +60,7 @@ def structure_variants(root: Path, *, variants: Sequence[str] | None = None, ste
     ``STEPS_FOR`` (or every one where ``steps`` names folders) the steps read-only; each file of ``check`` predicted
     with the fit, fitting nothing to it; with ``reverse_split`` the split the other way round (a sensitivity of the
     rule, not the rule). ``on_row`` gets each variant's row as it is done (the fits take minutes)."""
-    from kdvfs.calibrate_h200 import DEFAULT_DATA, run_h200_fit, spec_from_fit
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, DEFAULT_GAP_MODEL, run_h200_fit, spec_from_fit
     from kdvfs.thermal import thermal_from_params
 
     data = [str(root / p) for p in DEFAULT_DATA]
@@ -72,7 +72,7 @@ def structure_variants(root: Path, *, variants: Sequence[str] | None = None, ste
     for vg in variants or VARIANTS:
         v, _, gm = vg.partition("@")
         doc = run_h200_fit(data, command=f"kdvfs calibrate-h200 --structure {v} --no-bundle"
-                           + (f" --gap-model {gm}" if gm else ""), structure=v, **({"gap_model": gm} if gm else {}))
+                           + (f" --gap-model {gm}" if gm else ""), structure=v, gap_model=gm or DEFAULT_GAP_MODEL)
         f, h = doc["fit"], doc["heldout"]["test"]
         row = {"variant": vg, "zoo_all": [f["meet_both"], f["kernels"]], "zoo_heldout": [h["meet_both"], h["kernels"]],
                "zoo_first90": sum(o["meets_both"] for o in f["per_kernel"][:90]),
