@@ -44,7 +44,7 @@ from kdvfs.gpus import GpuSpec
 
 __all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "DEFAULT_PARAMS", "PARAMS", "CardAnchor", "LeaseRows",
            "adapted", "anchor_base", "check_file", "check_params", "fit_card_anchor", "load_card_anchor", "predict",
-           "split_lease"]
+           "refuse_other_card", "split_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,10 @@ def check_params(params) -> tuple[str, ...]:
     """``params`` (names of ``PARAMS``, or one string of them joined by commas) as a tuple; refused with the rule."""
     got = tuple(p.strip() for p in (params.split(",") if isinstance(params, str) else params) if p.strip())
     bad = [p for p in got if p not in PARAMS]
+    twice = sorted({p for p in got if got.count(p) > 1})
+    if twice:  # `static,static` fitted static alone without a word: a typo for another name (static,mem?)
+        raise InputError(f"--anchor-params {','.join(got)!r}: {', '.join(twice)} given twice; name each card parameter "
+                         f"once ({', '.join(PARAMS)}; e.g. --anchor-params static,core)")
     if bad or "static" not in got:
         raise InputError(f"--anchor-params {','.join(got)!r}: give 'static' and any of 'core', 'mem', joined by commas "
                          f"({', '.join(PARAMS)}; e.g. --anchor-params static,core); "
@@ -144,14 +148,26 @@ class CardAnchor:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
-        try:
-            return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
-                       bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
-                       float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
-                       bool(d.get("mem_scale_fitted", False)))
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{where}: {e!r}: a {ANCHOR_FORMAT} document needs static_w, core_scale and "
-                             "ambient_shift_c; write it with `kdvfs card-anchor FILE -o card.json`") from None
+        fix = "write it with `kdvfs card-anchor FILE -o card.json`"
+        missing = [k for k in ("static_w", "core_scale", "ambient_shift_c") if k not in d]
+        if missing:
+            raise InputError(f"{where}: a {ANCHOR_FORMAT} document needs static_w, core_scale and ambient_shift_c; "
+                             f"{', '.join(missing)} missing; {fix}")
+        for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before", "mem_scale"):
+            v = d.get(k, 0.0)  # float(True) is 1.0: a flag typed where a number goes was read as a scale of 1
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{where}: {k} must be a finite number, got {v!r}; {fix}")
+        # the fit's own bounds: a hand-edited report beyond them (static_w 1e9 W, mem_scale 100) built a profile
+        for k, (lo, hi) in (("static_w", STATIC_BOUNDS_W), ("core_scale", SCALE_BOUNDS),
+                            ("mem_scale", SCALE_BOUNDS)):
+            v = float(d.get(k, 1.0))
+            if not lo <= v <= hi:
+                raise InputError(f"{where}: {k} = {v!r} is outside the range the fit takes ({lo:g} to {hi:g}); "
+                                 f"{fix}")
+        return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
+                   bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
+                   float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
+                   bool(d.get("mem_scale_fitted", False)))
 
 
 def adapted(spec: GpuSpec, thermal, anchor: CardAnchor | None):
@@ -184,6 +200,7 @@ class LeaseRows:
         other_gaps: the other gap rows.
         path: the file.
         gpu_uuid: the card's UUID where the file records it.
+        gpu: the card's name as the file records it (``"gpu"``), or None.
     """
 
     anchors: tuple[dict, ...]
@@ -192,6 +209,38 @@ class LeaseRows:
     other_gaps: tuple[dict, ...]
     path: str
     gpu_uuid: str | None
+    gpu: str | None = None
+
+
+def refuse_other_card(path: str | Path, gpu: str | None, spec: GpuSpec, what: str = "--anchors") -> None:
+    """Refuse a characterisation file measured on another card than ``spec`` (its recorded ``gpu`` name)."""
+    card = str(gpu or "")
+    if card and spec.name not in re.sub(r"[\s_-]", "", card.lower()):
+        raise InputError(f"{what} {str(path)!r} was measured on {card!r}, not on {spec.name} ({spec.full_name}): "
+                         "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
+
+
+def _check_anchor_entries(path, doc: dict, rows, variants: bool) -> None:
+    """Each anchor entry once, with a finite temperature where it records one and its category (the fit reads both)."""
+    names = [str(k.get("name")) for k in doc.get("kernels") or () if isinstance(k, dict)]
+    twice = sorted({n for n in names if names.count(n) > 1 and anchor_base(n, variants) is not None})
+    if twice:  # load_rows keeps a name's first measurement: the second was dropped without a word
+        raise InputError(f"{str(path)!r}: anchor entr{'y' if len(twice) == 1 else 'ies'} {', '.join(twice)} measured "
+                         "twice in one file (the fit would take the first and drop the other); keep one measurement "
+                         "of each, or measure the anchors again (`kdvfs characterize --backend nvml --set anchor -o "
+                         "anchors.json.gz`)")
+    for r in rows:
+        if anchor_base(r["name"], variants) is None:
+            continue
+        t = r.get("temperature_c")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and not math.isfinite(t):
+            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r}: temperature_c = {t!r}, not a finite number "
+                             "of °C (the card's thermal ambient is read from it); remove the field or measure the "
+                             "anchors again (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`)")
+        if r["role"] != "gap" and not isinstance(r.get("category"), str):
+            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r} has no 'category' (gemm, elementwise, ...: "
+                             "the fit tells compute from memory-bound anchors by it); write the file with `kdvfs "
+                             "characterize --backend nvml --set anchor -o anchors.json.gz`")
 
 
 def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
@@ -200,6 +249,7 @@ def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
     from kdvfs.calibrate_h200 import load_rows
 
     rows, gaps, _, docs = load_rows([path])
+    _check_anchor_entries(path, docs[0], rows + gaps, variants)
     for r in rows + gaps:
         if anchor_base(r["name"], variants) is None:
             continue
@@ -214,7 +264,7 @@ def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
 
     return LeaseRows(tuple(r for r in rows if isa(r)), tuple(g for g in gaps if isa(g)),
                      tuple(r for r in rows if not isa(r)), tuple(g for g in gaps if not isa(g)), str(path),
-                     docs[0].get("gpu_uuid"))
+                     docs[0].get("gpu_uuid"), docs[0].get("gpu"))
 
 
 def _bundled(spec: GpuSpec):
@@ -331,10 +381,7 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, par
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
         return CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
-    card = str(doc.get("gpu") or "") if isinstance(doc, dict) else ""
-    if card and spec.name not in re.sub(r"[\s_-]", "", card.lower()):
-        raise InputError(f"--anchors {str(path)!r} was measured on {card!r}, not on {spec.name} ({spec.full_name}): "
-                         "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
+    refuse_other_card(path, doc.get("gpu") if isinstance(doc, dict) else None, spec)
     lease = split_lease(p, variants)
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"--anchors {str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}); measure them "
@@ -376,6 +423,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     them (the bundled card). Fits nothing else."""
     thermal = _bundled(spec)
     lease = split_lease(path, variants)
+    refuse_other_card(path, lease.gpu, spec, "card-anchor")  # `--anchors` refused it, card-anchor fitted it
     name = Path(path).name
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"{str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}, or one repeated as "
@@ -386,6 +434,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     others, other_gaps = list(lease.others), list(lease.other_gaps)
     for c in check or ():
         more = split_lease(c, variants)
+        refuse_other_card(c, more.gpu, spec, "--also")
         others += list(more.others)
         other_gaps += list(more.other_gaps)
     held = {"bundled": _entries(spec, thermal, others, other_gaps), "adapted": _entries(sp, th, others, other_gaps)}

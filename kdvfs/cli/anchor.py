@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kdvfs.console import make_console, print_json, table
 
-__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "register"]
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "register"]
 
 ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
                 "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
@@ -37,13 +37,21 @@ def anchor_card(spec, path: str | None, params=None):
     from kdvfs.card_anchor import DEFAULT_PARAMS, adapted, check_params, load_card_anchor
     from kdvfs.thermal import thermal_for
 
-    params = check_params(params or DEFAULT_PARAMS)  # refused also without --anchors: a typo is not ignored
+    # refused also without --anchors: a typo is not ignored; '' is refused as card-anchor refuses it (it was the default)
+    params = check_params(DEFAULT_PARAMS if params is None else params)
     th = thermal_for(spec)
     if not path:
         return spec, th, None
     a = load_card_anchor(path, spec, params=params)
     card, th2 = adapted(spec, th, a)
     return card, th2, a
+
+
+def card_line(anchor) -> str:
+    """One line naming the card a command used: the anchor run (and its card's UUID) and its fitted parameters."""
+    return (f"the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
+            f"{anchor.core_scale:.3f}, memory-traffic power × {anchor.mem_scale:.3f}, "
+            f"{anchor.ambient_shift_c:+.1f} °C ambient (bundled fit adapted by its anchors)")
 
 
 def cmd_card_anchor(a) -> int:

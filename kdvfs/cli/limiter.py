@@ -307,6 +307,10 @@ def cmd_validate_steps(a) -> int:
     met = doc["met"]
     c.print(f"within the targets ({doc['judged_on']}): energy {met['energy']} of {met['of']}, median clock "
             f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
+    if anchor is not None:  # the table is this card's, not the bundled fit's: said on the screen, not only in -o
+        from kdvfs.cli.anchor import card_line
+
+        c.print("predicted for " + card_line(anchor), markup=False)
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
     # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's

@@ -18,7 +18,10 @@ __all__ = ["figure_beside", "refuse_outputs_over_inputs"]
 # `profile build --trace T -o T`, `simulate --timeline SCHEDULE` all did, with exit 0).
 # (calibrate-h200's --data and --check, and validate-steps' folder, have their own checks with their own messages.)
 INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "files", "fit", "replay",
-               "characterization", "evidence", "work_from", "measured_collectives")
+               "characterization", "evidence", "work_from", "measured_collectives",
+               # the card's anchor run and card-anchor's other files of the lease: `profile build --anchors A -o A`
+               # and `card-anchor L --also C -o C` replaced a measurement with the result, exit 0
+               "anchors", "also")
 OWN_INPUT_CHECKS = ("validate-steps", "calibrate-h200")
 OUTPUT_DESTS = ("output", "png", "plot", "timeline", "scaling_png", "md")
 # What matplotlib writes (a figure path with another suffix failed with a traceback after the work was done).
