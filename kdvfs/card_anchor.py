@@ -115,6 +115,8 @@ class CardAnchor:
         loss_before: the loss of the bundled fit on the same anchors.
         mem_scale: factor on the memory-traffic power (1 = the bundled fit's).
         mem_scale_fitted: whether the anchors separated ``mem_scale`` (else it is 1).
+        gpu: the kdvfs card the parameters adapt (``GpuSpec.name``), "" where not recorded (reports before it was).
+        gpu_uuid: the UUID of the card the anchors ran on, "" where the file did not record it.
     """
 
     static_w: float
@@ -127,6 +129,8 @@ class CardAnchor:
     loss_before: float
     mem_scale: float = 1.0
     mem_scale_fitted: bool = False
+    gpu: str = ""
+    gpu_uuid: str = ""
 
     def __post_init__(self) -> None:
         for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before", "mem_scale"):
@@ -144,7 +148,8 @@ class CardAnchor:
         return {"format": ANCHOR_FORMAT, "static_w": self.static_w, "core_scale": self.core_scale,
                 "ambient_shift_c": self.ambient_shift_c, "core_scale_fitted": self.core_scale_fitted,
                 "mem_scale": self.mem_scale, "mem_scale_fitted": self.mem_scale_fitted,
-                "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before}
+                "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before,
+                "gpu": self.gpu, "gpu_uuid": self.gpu_uuid}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
@@ -167,7 +172,7 @@ class CardAnchor:
         return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
                    bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
                    float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
-                   bool(d.get("mem_scale_fitted", False)))
+                   bool(d.get("mem_scale_fitted", False)), str(d.get("gpu") or ""), str(d.get("gpu_uuid") or ""))
 
 
 def adapted(spec: GpuSpec, thermal, anchor: CardAnchor | None):
@@ -360,7 +365,7 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "", params
     dt = [float(r["temperature_c"]) - float(thermal.operating_c(float(r["power_w"]))) for r in rows + gaps
           if isinstance(r.get("temperature_c"), (int, float))]
     shift = float(np.median(dt)) if dt else 0.0
-    return replace(best, ambient_shift_c=shift, entries=tuple(r["name"] for r in rows + gaps), source=source,
+    return replace(best, ambient_shift_c=shift, entries=tuple(r["name"] for r in rows + gaps), source=source, gpu=spec.name,
                    loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
@@ -380,14 +385,23 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, par
     if isinstance(doc, dict) and doc.get("format") == CHECK_FORMAT and isinstance(doc.get("anchor"), dict):
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
-        return CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+        a = CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+        # a report of another card (`card-anchor --gpu h200 -o card.json` then `profile build --gpu rtx3080ti
+        # --anchors card.json`) adapted the RTX by the H200's parameters, exit 0; a report without its card's name
+        # (written before it was recorded) is taken for a card the anchors can adapt (one with a thermal fit) only
+        if a.gpu and a.gpu != spec.name:
+            raise InputError(f"--anchors {str(path)!r} holds the card parameters of {a.gpu}, not of {spec.name}: the "
+                             "anchors adapt the card they ran on; give that card's --gpu, or this card's anchor run")
+        _bundled(spec)
+        return a
     refuse_other_card(path, doc.get("gpu") if isinstance(doc, dict) else None, spec)
     lease = split_lease(p, variants)
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"--anchors {str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}); measure them "
                          "with `kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`")
     src = p.name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else "")
-    return fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src, params)
+    return replace(fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src, params),
+                   gpu_uuid=str(lease.gpu_uuid or ""))
 
 
 def _entries(spec, thermal, rows, gaps) -> list[dict]:
@@ -430,6 +444,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
                          "NAME_warmN, _heatN, _cool, _hot); give a file with some")
     a = fit_card_anchor(spec, thermal, lease.anchors, lease.anchor_gaps,
                         name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else ""), params)
+    a = replace(a, gpu_uuid=str(lease.gpu_uuid or ""))
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
     for c in check or ():

@@ -188,3 +188,42 @@ def test_validate_steps_says_which_card_it_checked_with(tmp_path, capsys):
     assert code == 0, err
     flat = " ".join((out + err).split())
     assert "anchorA1.json.gz" in flat and "GPU-012ece08" in flat and "static +3.1 W" in flat, flat
+
+
+# ------------------------------------------------------------------------------------ another card's anchors
+def test_a_card_anchor_report_is_not_applied_to_another_card(tmp_path, capsys):
+    """An H200 `card-anchor -o` report adapted an RTX 3080 Ti profile (`profile build --gpu rtx3080ti --anchors
+    card.json`: static +3.1 W, memory-traffic power × 0.771), exit 0: the report did not say which card it was of."""
+    rep = tmp_path / "card.json"
+    code, _, err = run_cli(["card-anchor", str(ANCHOR_A1), "--gpu", "h200", "-o", str(rep)], capsys)
+    assert code == 0, err
+    anchor = json.loads(rep.read_text())["anchor"]
+    assert anchor["gpu"] == "h200" and anchor["gpu_uuid"].startswith("GPU-012ece08")
+    out_csv = tmp_path / "p.csv"
+    old = tmp_path / "old.json"  # a report written before the card was recorded in it: the committed ones
+    old.write_text((ROOT / "validation" / "h200" / "card_anchor" / "check_leaseA_anchorA1.json").read_text())
+    for a in (rep, old):
+        code, out, err = run_cli(["profile", "build", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "rtx3080ti",
+                                  "--anchors", str(a),
+                                  "-o", str(out_csv)], capsys)
+        one_error_line(code, out, err, "rtx3080ti")
+    assert not out_csv.exists()
+
+
+def test_validate_steps_cautions_on_another_leases_anchors(tmp_path, capsys):
+    """Lease B's anchors on lease A's steps (two cards, UUIDs in both files) were taken without a word."""
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    doc = json.loads((LEASE_A / "steps" / "steps.json").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["model"] == "block-bf16"]
+    (steps / "steps.json").write_text(json.dumps(doc))
+    shutil.copy(LEASE_A / "steps" / "block-bf16.kineto.json.gz", steps)
+    b1 = ROOT / "validation" / "h200" / "lease_anchor" / "leaseB" / "anchorB1.json.gz"
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(b1), "-o",
+                              str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert "Caution:" in flat and "GPU-5edce069" in flat and "GPU-012ece08" in flat, flat
+    assert "card_anchor_caution" in json.loads((tmp_path / "r.json").read_text())
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(ANCHOR_A1)], capsys)
+    assert code == 0 and "Caution: the anchors ran on card" not in err, err

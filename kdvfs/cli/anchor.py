@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kdvfs.console import make_console, print_json, table
 
-__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "register"]
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "register"]
 
 ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
                 "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
@@ -52,6 +52,16 @@ def card_line(anchor) -> str:
     return (f"the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
             f"{anchor.core_scale:.3f}, memory-traffic power × {anchor.mem_scale:.3f}, "
             f"{anchor.ambient_shift_c:+.1f} °C ambient (bundled fit adapted by its anchors)")
+
+
+def other_card_caution(anchor, steps_uuid) -> str | None:
+    """A caution where the anchors and the steps checked with them record different cards' UUIDs (the anchors
+    correct the card they ran on, measured in the same lease: docs/characterization.md), else None."""
+    if anchor is None or not anchor.gpu_uuid or not steps_uuid or anchor.gpu_uuid == str(steps_uuid):
+        return None
+    return (f"Caution: the anchors ran on card {anchor.gpu_uuid}, the steps on card {steps_uuid}: the anchors correct "
+            "the card they ran on (its leakage, temperature, HBM), so these predictions are of another card than "
+            "the one measured; give the anchor run of the steps' lease")
 
 
 def cmd_card_anchor(a) -> int:
