@@ -447,7 +447,14 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     a = replace(a, gpu_uuid=str(lease.gpu_uuid or ""))
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
+    seen = [Path(path).resolve()]
     for c in check or ():
+        # the anchor file itself, or one file twice, counted every held-out entry twice (24 → 48 checked), exit 0
+        if Path(c).resolve() in seen:
+            raise InputError(f"--also {str(c)!r} is " + ("the anchor file itself" if Path(c).resolve() == seen[0] else
+                             "given twice") + ": its entries would be checked twice; give each other file of the "
+                             "lease once (its own entries are checked without --also)")
+        seen.append(Path(c).resolve())
         more = split_lease(c, variants)
         refuse_other_card(c, more.gpu, spec, "--also")
         others += list(more.others)

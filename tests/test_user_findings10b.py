@@ -227,3 +227,15 @@ def test_validate_steps_cautions_on_another_leases_anchors(tmp_path, capsys):
     assert "card_anchor_caution" in json.loads((tmp_path / "r.json").read_text())
     code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(ANCHOR_A1)], capsys)
     assert code == 0 and "Caution: the anchors ran on card" not in err, err
+
+
+@pytest.mark.parametrize("also", ["self", "twice"])
+def test_card_anchor_counts_each_also_file_once(also, capsys):
+    """`--also F --also F` (or the anchor file as its own --also) checked every held-out entry twice: 24 → 48."""
+    main = CHAR / ("characterization12.json.gz" if also == "self" else "lease_anchor13.json.gz")
+    extra = [main] if also == "self" else [CHAR / "characterization13.json.gz"] * 2
+    args = ["card-anchor", str(main), "--gpu", "h200"]
+    for e in extra:
+        args += ["--also", str(e)]
+    code, out, err = run_cli(args, capsys)
+    one_error_line(code, out, err, "--also", "twice" if also == "twice" else "anchor file itself")
