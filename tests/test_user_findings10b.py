@@ -239,3 +239,16 @@ def test_card_anchor_counts_each_also_file_once(also, capsys):
         args += ["--also", str(e)]
     code, out, err = run_cli(args, capsys)
     one_error_line(code, out, err, "--also", "twice" if also == "twice" else "anchor file itself")
+
+
+@pytest.mark.parametrize("verb", [
+    ["validate-steps", str(LEASE_A / "steps"), "--gpu", "h200"],
+    ["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", "OUT"],
+    ["analyze", TRACE, "--gpu", "h200", "--slack", "1", "--no-kernel-switch-aware", "-o", "OUT"],
+])
+def test_anchor_params_without_anchors_is_refused(verb, tmp_path, capsys):
+    """`validate-steps DIR --anchor-params static,core` with --anchors forgotten checked the bundled fit, exit 0."""
+    args = [str(tmp_path / "out") if x == "OUT" else x for x in verb] + ["--anchor-params", "static,core"]
+    code, out, err = run_cli(args, capsys)
+    one_error_line(code, out, err, "--anchor-params", "--anchors")
+    assert not (tmp_path / "out").exists()

@@ -58,16 +58,13 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
-    if a.anchors:
-        if prof is not None:
-            raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
-                             f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
-                             "profile with `kdvfs profile build --anchors`)")
-        from kdvfs.cli.anchor import anchor_card
+    if a.anchors and prof is not None:
+        raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
+                         f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
+                         "profile with `kdvfs profile build --anchors`)")
+    from kdvfs.cli.anchor import anchor_card
 
-        spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)
-    else:
-        anchor = None
+    spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)  # unchanged without --anchors
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from kdvfs.console import make_console, print_json, table
+from kdvfs.errors import InputError
 
 __all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "register"]
 
@@ -25,10 +26,12 @@ def add_anchor_args(sp, extra_help: str = "") -> None:
     from kdvfs.card_anchor import DEFAULT_PARAMS
 
     sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP + extra_help)
-    sp.add_argument("--anchor-params", default=",".join(DEFAULT_PARAMS), metavar="LIST",
-                    help="the card parameters the anchors may fit, of static (always), core (core dynamic-power "
-                         "scale), mem (memory-traffic power scale), joined by commas (default: %(default)s; each is "
-                         "fitted only where the anchors separate it)")
+    # no default here: given without --anchors it is refused (`validate-steps DIR --anchor-params static,core` with
+    # --anchors forgotten checked the bundled fit without a word); anchor_card takes None as DEFAULT_PARAMS
+    sp.add_argument("--anchor-params", default=None, metavar="LIST",
+                    help="with --anchors: the card parameters the anchors may fit, of static (always), core (core "
+                         "dynamic-power scale), mem (memory-traffic power scale), joined by commas (default: "
+                         f"{','.join(DEFAULT_PARAMS)}; each is fitted only where the anchors separate it)")
 
 
 def anchor_card(spec, path: str | None, params=None):
@@ -38,9 +41,13 @@ def anchor_card(spec, path: str | None, params=None):
     from kdvfs.thermal import thermal_for
 
     # refused also without --anchors: a typo is not ignored; '' is refused as card-anchor refuses it (it was the default)
+    params_given = params is not None
     params = check_params(DEFAULT_PARAMS if params is None else params)
     th = thermal_for(spec)
     if not path:
+        if params_given:
+            raise InputError(f"--anchor-params {','.join(params)} chooses what the card's anchors fit, and no --anchors "
+                             "was given: add --anchors FILE (the card's anchor run), or drop --anchor-params")
         return spec, th, None
     a = load_card_anchor(path, spec, params=params)
     card, th2 = adapted(spec, th, a)
