@@ -252,3 +252,14 @@ def test_anchor_params_without_anchors_is_refused(verb, tmp_path, capsys):
     code, out, err = run_cli(args, capsys)
     one_error_line(code, out, err, "--anchor-params", "--anchors")
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_steps_plot_over_the_anchors_suggests_a_figure_name(tmp_path, capsys):
+    """`--plot A` over the anchor run is refused; the name it suggests must itself be a figure name (not
+    out-A.json.gz, which the figure check then refuses)."""
+    a = tmp_path / "anchors.json.gz"
+    shutil.copy(ANCHOR_A1, a)
+    code, out, err = run_cli(["validate-steps", str(LEASE_A / "steps"), "--gpu", "h200", "--anchors", str(a),
+                              "--plot", str(a)], capsys)
+    line = one_error_line(code, out, err, "--plot", "anchors")
+    assert "out-anchors.png" in line, line

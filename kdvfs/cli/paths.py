@@ -68,9 +68,12 @@ def refuse_outputs_over_inputs(args: object) -> None:
         o = Path(v)
         for di, i in ins:
             if _same_file(o, i):
+                eg = o.with_name("out-" + o.name)
+                if d in FIGURE_DESTS and eg.suffix.lower() not in FIGURE_SUFFIXES:  # a name the figure check takes
+                    eg = eg.with_name(eg.name.split(".")[0] + ".png")
                 raise InputError(f"{_option(d)} {str(o)!r} is a file this command reads (its {di.replace('_', ' ')} "
                                  f"input); writing there would replace it with the result: give a new file name (e.g. {_option(d)} "
-                                 f"{str(o.with_name('out-' + o.name))!r})")
+                                 f"{str(eg)!r})")
         # after the input check (whose message names the input), and for an existing file too: `frontier -o f.csv
         # --png f.csv` with f.csv already there wrote the CSV, then died in matplotlib with a traceback (the verbs
         # that check their own inputs keep an existing file for that check, whose message names the input)
