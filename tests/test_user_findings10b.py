@@ -263,3 +263,17 @@ def test_validate_steps_plot_over_the_anchors_suggests_a_figure_name(tmp_path, c
                               "--plot", str(a)], capsys)
     line = one_error_line(code, out, err, "--plot", "anchors")
     assert "out-anchors.png" in line, line
+
+
+@pytest.mark.parametrize("stride", ["[0, 0]", "[2, 0]"])
+def test_a_zero_stride_convolution_is_priced_not_a_crash(stride):
+    """``op_work('aten::convolution', ...)`` with a recorded stride of 0 (a corrupt trace) raised ZeroDivisionError;
+    such a stride is taken as unrecorded (stride 1), as a missing one is."""
+    from kdvfs.work import op_work
+
+    dims = [[8, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []]
+    types = ["c10::BFloat16", "c10::BFloat16"] + [""] * 7
+    w = op_work("aten::convolution", dims, types, concrete=["", "", "", stride, "[3, 3]", "[1, 1]", "False", "[0, 0]",
+                                                            "1"])
+    unrecorded = op_work("aten::convolution", dims, types)
+    assert w is not None and unrecorded is not None and w.flops == unrecorded.flops > 0
