@@ -272,6 +272,11 @@ def report_markdown(doc: dict[str, Any], schedule_files: Sequence[str] = ()) -> 
     coarse = coarse_boundaries_note(doc)
     if coarse:
         lines.append(f"- {coarse}")
+    ca = doc.get("card_anchor")
+    if ca:  # `analyze --anchors`: the kernel model is the bundled fit adapted to the user's card
+        lines.append(f"- Card: the bundled fit adapted by `kdvfs card-anchor` to {ca['source']} (static "
+                     f"{ca['static_w']:+.1f} W, core dynamic power × {ca['core_scale']:.3f}, memory-traffic power × "
+                     f"{ca['mem_scale']:.3f}, {ca['ambient_shift_c']:+.1f} °C ambient).")
     lines += [f"- Profile: {'the kernel model of the card (no measurement)' if doc['profile'] == 'model' else 'given'}, "
               f"{doc['settings']} clock settings.",
               f"- Switch latency of {doc['gpu']}: {1e3 * sw['latency_s']:.3g} ms ({sw['source']}); mechanism for the "

@@ -44,7 +44,7 @@ from kdvfs.gpus import GpuSpec
 
 __all__ = ["ANCHOR_FORMAT", "ANCHOR_NAMES", "CHECK_FORMAT", "DEFAULT_PARAMS", "PARAMS", "CardAnchor", "LeaseRows",
            "adapted", "anchor_base", "check_file", "check_params", "fit_card_anchor", "load_card_anchor", "predict",
-           "split_lease"]
+           "refuse_other_card", "split_lease"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,10 @@ def check_params(params) -> tuple[str, ...]:
     """``params`` (names of ``PARAMS``, or one string of them joined by commas) as a tuple; refused with the rule."""
     got = tuple(p.strip() for p in (params.split(",") if isinstance(params, str) else params) if p.strip())
     bad = [p for p in got if p not in PARAMS]
+    twice = sorted({p for p in got if got.count(p) > 1})
+    if twice:  # `static,static` fitted static alone without a word: a typo for another name (static,mem?)
+        raise InputError(f"--anchor-params {','.join(got)!r}: {', '.join(twice)} given twice; name each card parameter "
+                         f"once ({', '.join(PARAMS)}; e.g. --anchor-params static,core)")
     if bad or "static" not in got:
         raise InputError(f"--anchor-params {','.join(got)!r}: give 'static' and any of 'core', 'mem', joined by commas "
                          f"({', '.join(PARAMS)}; e.g. --anchor-params static,core); "
@@ -111,6 +115,8 @@ class CardAnchor:
         loss_before: the loss of the bundled fit on the same anchors.
         mem_scale: factor on the memory-traffic power (1 = the bundled fit's).
         mem_scale_fitted: whether the anchors separated ``mem_scale`` (else it is 1).
+        gpu: the kdvfs card the parameters adapt (``GpuSpec.name``), "" where not recorded (reports before it was).
+        gpu_uuid: the UUID of the card the anchors ran on, "" where the file did not record it.
     """
 
     static_w: float
@@ -123,6 +129,8 @@ class CardAnchor:
     loss_before: float
     mem_scale: float = 1.0
     mem_scale_fitted: bool = False
+    gpu: str = ""
+    gpu_uuid: str = ""
 
     def __post_init__(self) -> None:
         for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before", "mem_scale"):
@@ -140,18 +148,31 @@ class CardAnchor:
         return {"format": ANCHOR_FORMAT, "static_w": self.static_w, "core_scale": self.core_scale,
                 "ambient_shift_c": self.ambient_shift_c, "core_scale_fitted": self.core_scale_fitted,
                 "mem_scale": self.mem_scale, "mem_scale_fitted": self.mem_scale_fitted,
-                "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before}
+                "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before,
+                "gpu": self.gpu, "gpu_uuid": self.gpu_uuid}
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
-        try:
-            return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
-                       bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
-                       float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
-                       bool(d.get("mem_scale_fitted", False)))
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"{where}: {e!r}: a {ANCHOR_FORMAT} document needs static_w, core_scale and "
-                             "ambient_shift_c; write it with `kdvfs card-anchor FILE -o card.json`") from None
+        fix = "write it with `kdvfs card-anchor FILE -o card.json`"
+        missing = [k for k in ("static_w", "core_scale", "ambient_shift_c") if k not in d]
+        if missing:
+            raise InputError(f"{where}: a {ANCHOR_FORMAT} document needs static_w, core_scale and ambient_shift_c; "
+                             f"{', '.join(missing)} missing; {fix}")
+        for k in ("static_w", "core_scale", "ambient_shift_c", "loss", "loss_before", "mem_scale"):
+            v = d.get(k, 0.0)  # float(True) is 1.0: a flag typed where a number goes was read as a scale of 1
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"{where}: {k} must be a finite number, got {v!r}; {fix}")
+        # the fit's own bounds: a hand-edited report beyond them (static_w 1e9 W, mem_scale 100) built a profile
+        for k, (lo, hi) in (("static_w", STATIC_BOUNDS_W), ("core_scale", SCALE_BOUNDS),
+                            ("mem_scale", SCALE_BOUNDS)):
+            v = float(d.get(k, 1.0))
+            if not lo <= v <= hi:
+                raise InputError(f"{where}: {k} = {v!r} is outside the range the fit takes ({lo:g} to {hi:g}); "
+                                 f"{fix}")
+        return cls(float(d["static_w"]), float(d["core_scale"]), float(d["ambient_shift_c"]),
+                   bool(d.get("core_scale_fitted", True)), tuple(d.get("entries") or ()), str(d.get("source", "")),
+                   float(d.get("loss", 0.0)), float(d.get("loss_before", 0.0)), float(d.get("mem_scale", 1.0)),
+                   bool(d.get("mem_scale_fitted", False)), str(d.get("gpu") or ""), str(d.get("gpu_uuid") or ""))
 
 
 def adapted(spec: GpuSpec, thermal, anchor: CardAnchor | None):
@@ -184,6 +205,7 @@ class LeaseRows:
         other_gaps: the other gap rows.
         path: the file.
         gpu_uuid: the card's UUID where the file records it.
+        gpu: the card's name as the file records it (``"gpu"``), or None.
     """
 
     anchors: tuple[dict, ...]
@@ -192,6 +214,38 @@ class LeaseRows:
     other_gaps: tuple[dict, ...]
     path: str
     gpu_uuid: str | None
+    gpu: str | None = None
+
+
+def refuse_other_card(path: str | Path, gpu: str | None, spec: GpuSpec, what: str = "--anchors") -> None:
+    """Refuse a characterisation file measured on another card than ``spec`` (its recorded ``gpu`` name)."""
+    card = str(gpu or "")
+    if card and spec.name not in re.sub(r"[\s_-]", "", card.lower()):
+        raise InputError(f"{what} {str(path)!r} was measured on {card!r}, not on {spec.name} ({spec.full_name}): "
+                         "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
+
+
+def _check_anchor_entries(path, doc: dict, rows, variants: bool) -> None:
+    """Each anchor entry once, with a finite temperature where it records one and its category (the fit reads both)."""
+    names = [str(k.get("name")) for k in doc.get("kernels") or () if isinstance(k, dict)]
+    twice = sorted({n for n in names if names.count(n) > 1 and anchor_base(n, variants) is not None})
+    if twice:  # load_rows keeps a name's first measurement: the second was dropped without a word
+        raise InputError(f"{str(path)!r}: anchor entr{'y' if len(twice) == 1 else 'ies'} {', '.join(twice)} measured "
+                         "twice in one file (the fit would take the first and drop the other); keep one measurement "
+                         "of each, or measure the anchors again (`kdvfs characterize --backend nvml --set anchor -o "
+                         "anchors.json.gz`)")
+    for r in rows:
+        if anchor_base(r["name"], variants) is None:
+            continue
+        t = r.get("temperature_c")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and not math.isfinite(t):
+            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r}: temperature_c = {t!r}, not a finite number "
+                             "of °C (the card's thermal ambient is read from it); remove the field or measure the "
+                             "anchors again (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`)")
+        if r["role"] != "gap" and not isinstance(r.get("category"), str):
+            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r} has no 'category' (gemm, elementwise, ...: "
+                             "the fit tells compute from memory-bound anchors by it); write the file with `kdvfs "
+                             "characterize --backend nvml --set anchor -o anchors.json.gz`")
 
 
 def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
@@ -200,6 +254,7 @@ def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
     from kdvfs.calibrate_h200 import load_rows
 
     rows, gaps, _, docs = load_rows([path])
+    _check_anchor_entries(path, docs[0], rows + gaps, variants)
     for r in rows + gaps:
         if anchor_base(r["name"], variants) is None:
             continue
@@ -214,7 +269,7 @@ def split_lease(path: str | Path, variants: bool = True) -> LeaseRows:
 
     return LeaseRows(tuple(r for r in rows if isa(r)), tuple(g for g in gaps if isa(g)),
                      tuple(r for r in rows if not isa(r)), tuple(g for g in gaps if not isa(g)), str(path),
-                     docs[0].get("gpu_uuid"))
+                     docs[0].get("gpu_uuid"), docs[0].get("gpu"))
 
 
 def _bundled(spec: GpuSpec):
@@ -310,7 +365,7 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "", params
     dt = [float(r["temperature_c"]) - float(thermal.operating_c(float(r["power_w"]))) for r in rows + gaps
           if isinstance(r.get("temperature_c"), (int, float))]
     shift = float(np.median(dt)) if dt else 0.0
-    return replace(best, ambient_shift_c=shift, entries=tuple(r["name"] for r in rows + gaps), source=source,
+    return replace(best, ambient_shift_c=shift, entries=tuple(r["name"] for r in rows + gaps), source=source, gpu=spec.name,
                    loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
@@ -330,17 +385,23 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, par
     if isinstance(doc, dict) and doc.get("format") == CHECK_FORMAT and isinstance(doc.get("anchor"), dict):
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
-        return CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
-    card = str(doc.get("gpu") or "") if isinstance(doc, dict) else ""
-    if card and spec.name not in re.sub(r"[\s_-]", "", card.lower()):
-        raise InputError(f"--anchors {str(path)!r} was measured on {card!r}, not on {spec.name} ({spec.full_name}): "
-                         "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
+        a = CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+        # a report of another card (`card-anchor --gpu h200 -o card.json` then `profile build --gpu rtx3080ti
+        # --anchors card.json`) adapted the RTX by the H200's parameters, exit 0; a report without its card's name
+        # (written before it was recorded) is taken for a card the anchors can adapt (one with a thermal fit) only
+        if a.gpu and a.gpu != spec.name:
+            raise InputError(f"--anchors {str(path)!r} holds the card parameters of {a.gpu}, not of {spec.name}: the "
+                             "anchors adapt the card they ran on; give that card's --gpu, or this card's anchor run")
+        _bundled(spec)
+        return a
+    refuse_other_card(path, doc.get("gpu") if isinstance(doc, dict) else None, spec)
     lease = split_lease(p, variants)
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"--anchors {str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}); measure them "
                          "with `kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`")
     src = p.name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else "")
-    return fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src, params)
+    return replace(fit_card_anchor(spec, _bundled(spec), lease.anchors, lease.anchor_gaps, src, params),
+                   gpu_uuid=str(lease.gpu_uuid or ""))
 
 
 def _entries(spec, thermal, rows, gaps) -> list[dict]:
@@ -376,16 +437,26 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     them (the bundled card). Fits nothing else."""
     thermal = _bundled(spec)
     lease = split_lease(path, variants)
+    refuse_other_card(path, lease.gpu, spec, "card-anchor")  # `--anchors` refused it, card-anchor fitted it
     name = Path(path).name
     if not lease.anchors and not lease.anchor_gaps:
         raise InputError(f"{str(path)!r} holds no anchor entry ({', '.join(ANCHOR_NAMES)}, or one repeated as "
                          "NAME_warmN, _heatN, _cool, _hot); give a file with some")
     a = fit_card_anchor(spec, thermal, lease.anchors, lease.anchor_gaps,
                         name + (f" (card {lease.gpu_uuid})" if lease.gpu_uuid else ""), params)
+    a = replace(a, gpu_uuid=str(lease.gpu_uuid or ""))
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
+    seen = [Path(path).resolve()]
     for c in check or ():
+        # the anchor file itself, or one file twice, counted every held-out entry twice (24 → 48 checked), exit 0
+        if Path(c).resolve() in seen:
+            raise InputError(f"--also {str(c)!r} is " + ("the anchor file itself" if Path(c).resolve() == seen[0] else
+                             "given twice") + ": its entries would be checked twice; give each other file of the "
+                             "lease once (its own entries are checked without --also)")
+        seen.append(Path(c).resolve())
         more = split_lease(c, variants)
+        refuse_other_card(c, more.gpu, spec, "--also")
         others += list(more.others)
         other_gaps += list(more.other_gaps)
     held = {"bundled": _entries(spec, thermal, others, other_gaps), "adapted": _entries(sp, th, others, other_gaps)}

@@ -500,7 +500,8 @@ def _conv_out(x: list[int], w: list[int], op: str, concrete: object) -> list[int
     if pos is not None and max(pos) < len(conc):
         st, pad, dil = (_int_list(conc[i]) for i in pos)
         nd = len(x) - 2
-        if st and pad and dil and len(st) == len(pad) == len(dil) == nd:
+        # a stride or dilation of 0 (a corrupt trace) divided by zero: such a record is no stride, as a missing one
+        if st and pad and dil and len(st) == len(pad) == len(dil) == nd and min(st + dil) > 0 and min(pad) >= 0:
             return [max(1, (x[2 + i] + 2 * pad[i] - dil[i] * (w[2 + i] - 1) - 1) // st[i] + 1) for i in range(nd)]
     return list(x[2:])
 

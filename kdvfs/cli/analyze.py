@@ -58,14 +58,13 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
-    if a.anchors:
-        if prof is not None:
-            raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
-                             f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
-                             "profile with `kdvfs profile build --anchors`)")
-        from kdvfs.cli.anchor import anchor_card
+    if a.anchors and prof is not None:
+        raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
+                         f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
+                         "profile with `kdvfs profile build --anchors`)")
+    from kdvfs.cli.anchor import anchor_card
 
-        spec = anchor_card(spec, a.anchors, a.anchor_params)[0]
+    spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)  # unchanged without --anchors
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 
@@ -81,6 +80,8 @@ def cmd_analyze(a) -> int:
         doc, schedules = analyze(t, spec, prof, sorted(set(a.slack)), a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
+    if anchor is not None:  # in analysis.json and report.md, not only on the screen: the numbers are this card's
+        doc["card_anchor"] = anchor.to_dict()
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
     if lim_rows:
         doc["limiter_check"] = lim_rows
@@ -97,6 +98,10 @@ def cmd_analyze(a) -> int:
     c = out(a)
     c.print(f"[bold]{t.name}[/bold] on {spec.name}: {doc['trace']['instances']} instances, switch latency "
             f"{1e3 * doc['switch_model']['latency_s']:.3g} ms, profile from the {doc['profile']}")
+    if anchor is not None:
+        from kdvfs.cli.anchor import card_line
+
+        c.print("Card: " + card_line(anchor), markup=False)
     c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
                   f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from kdvfs.console import make_console, print_json, table
+from kdvfs.errors import InputError
 
-__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "register"]
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "register"]
 
 ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
                 "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
@@ -25,10 +26,12 @@ def add_anchor_args(sp, extra_help: str = "") -> None:
     from kdvfs.card_anchor import DEFAULT_PARAMS
 
     sp.add_argument("--anchors", metavar="FILE", help=ANCHORS_HELP + extra_help)
-    sp.add_argument("--anchor-params", default=",".join(DEFAULT_PARAMS), metavar="LIST",
-                    help="the card parameters the anchors may fit, of static (always), core (core dynamic-power "
-                         "scale), mem (memory-traffic power scale), joined by commas (default: %(default)s; each is "
-                         "fitted only where the anchors separate it)")
+    # no default here: given without --anchors it is refused (`validate-steps DIR --anchor-params static,core` with
+    # --anchors forgotten checked the bundled fit without a word); anchor_card takes None as DEFAULT_PARAMS
+    sp.add_argument("--anchor-params", default=None, metavar="LIST",
+                    help="with --anchors: the card parameters the anchors may fit, of static (always), core (core "
+                         "dynamic-power scale), mem (memory-traffic power scale), joined by commas (default: "
+                         f"{','.join(DEFAULT_PARAMS)}; each is fitted only where the anchors separate it)")
 
 
 def anchor_card(spec, path: str | None, params=None):
@@ -37,13 +40,35 @@ def anchor_card(spec, path: str | None, params=None):
     from kdvfs.card_anchor import DEFAULT_PARAMS, adapted, check_params, load_card_anchor
     from kdvfs.thermal import thermal_for
 
-    params = check_params(params or DEFAULT_PARAMS)  # refused also without --anchors: a typo is not ignored
+    # refused also without --anchors: a typo is not ignored; '' is refused as card-anchor refuses it (it was the default)
+    params_given = params is not None
+    params = check_params(DEFAULT_PARAMS if params is None else params)
     th = thermal_for(spec)
     if not path:
+        if params_given:
+            raise InputError(f"--anchor-params {','.join(params)} chooses what the card's anchors fit, and no --anchors "
+                             "was given: add --anchors FILE (the card's anchor run), or drop --anchor-params")
         return spec, th, None
     a = load_card_anchor(path, spec, params=params)
     card, th2 = adapted(spec, th, a)
     return card, th2, a
+
+
+def card_line(anchor) -> str:
+    """One line naming the card a command used: the anchor run (and its card's UUID) and its fitted parameters."""
+    return (f"the card of {anchor.source}: static {anchor.static_w:+.1f} W, core dynamic power × "
+            f"{anchor.core_scale:.3f}, memory-traffic power × {anchor.mem_scale:.3f}, "
+            f"{anchor.ambient_shift_c:+.1f} °C ambient (bundled fit adapted by its anchors)")
+
+
+def other_card_caution(anchor, steps_uuid) -> str | None:
+    """A caution where the anchors and the steps checked with them record different cards' UUIDs (the anchors
+    correct the card they ran on, measured in the same lease: docs/characterization.md), else None."""
+    if anchor is None or not anchor.gpu_uuid or not steps_uuid or anchor.gpu_uuid == str(steps_uuid):
+        return None
+    return (f"Caution: the anchors ran on card {anchor.gpu_uuid}, the steps on card {steps_uuid}: the anchors correct "
+            "the card they ran on (its leakage, temperature, HBM), so these predictions are of another card than "
+            "the one measured; give the anchor run of the steps' lease")
 
 
 def cmd_card_anchor(a) -> int:

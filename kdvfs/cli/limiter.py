@@ -276,8 +276,20 @@ def cmd_validate_steps(a) -> int:
     # power of the temperature its own predicted average power holds
     thermal = anchored_thermal if a.gap_power is None else None
     doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
+    caution = None
     if anchor is not None:
         doc["card_anchor"] = anchor.to_dict()
+        from kdvfs.cli.anchor import other_card_caution
+
+        d = Path(a.dir)
+        try:  # the steps' card, where steps.json records it (check_steps has read the file by now)
+            steps_uuid = json.loads((d if d.is_file() else d / "steps.json").read_text()).get("gpu_uuid")
+        except (OSError, ValueError, AttributeError):
+            steps_uuid = None
+        caution = other_card_caution(anchor, steps_uuid)
+        if caution:  # another lease's anchors gave no sign: the report read as the steps' own card
+            doc["card_anchor_caution"] = caution
+            make_console(sys.stderr).print(caution, markup=False)
     if a.output:
         _write_json(doc, a.output)
     if a.plot and doc["met"]["of"]:
@@ -307,6 +319,10 @@ def cmd_validate_steps(a) -> int:
     met = doc["met"]
     c.print(f"within the targets ({doc['judged_on']}): energy {met['energy']} of {met['of']}, median clock "
             f"{met['clock']} of {met['of']}" + (f"; {len(skipped)} skipped" if skipped else ""))
+    if anchor is not None:  # the table is this card's, not the bundled fit's: said on the screen, not only in -o
+        from kdvfs.cli.anchor import card_line
+
+        c.print("predicted for " + card_line(anchor), markup=False)
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
     # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's

@@ -18,7 +18,10 @@ __all__ = ["figure_beside", "refuse_outputs_over_inputs"]
 # `profile build --trace T -o T`, `simulate --timeline SCHEDULE` all did, with exit 0).
 # (calibrate-h200's --data and --check, and validate-steps' folder, have their own checks with their own messages.)
 INPUT_DESTS = ("file", "trace", "profile", "schedule", "sweep", "table", "files", "fit", "replay",
-               "characterization", "evidence", "work_from", "measured_collectives")
+               "characterization", "evidence", "work_from", "measured_collectives",
+               # the card's anchor run and card-anchor's other files of the lease: `profile build --anchors A -o A`
+               # and `card-anchor L --also C -o C` replaced a measurement with the result, exit 0
+               "anchors", "also")
 OWN_INPUT_CHECKS = ("validate-steps", "calibrate-h200")
 OUTPUT_DESTS = ("output", "png", "plot", "timeline", "scaling_png", "md")
 # What matplotlib writes (a figure path with another suffix failed with a traceback after the work was done).
@@ -65,9 +68,12 @@ def refuse_outputs_over_inputs(args: object) -> None:
         o = Path(v)
         for di, i in ins:
             if _same_file(o, i):
+                eg = o.with_name("out-" + o.name)
+                if d in FIGURE_DESTS and eg.suffix.lower() not in FIGURE_SUFFIXES:  # a name the figure check takes
+                    eg = eg.with_name(eg.name.split(".")[0] + ".png")
                 raise InputError(f"{_option(d)} {str(o)!r} is a file this command reads (its {di.replace('_', ' ')} "
                                  f"input); writing there would replace it with the result: give a new file name (e.g. {_option(d)} "
-                                 f"{str(o.with_name('out-' + o.name))!r})")
+                                 f"{str(eg)!r})")
         # after the input check (whose message names the input), and for an existing file too: `frontier -o f.csv
         # --png f.csv` with f.csv already there wrote the CSV, then died in matplotlib with a traceback (the verbs
         # that check their own inputs keep an existing file for that check, whose message names the input)
