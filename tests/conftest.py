@@ -50,6 +50,21 @@ def run_cli(args, capsys):
     return code, out.out, out.err
 
 
+def one_step_folder(tmp_path, lease, model="block-bf16"):
+    """A steps folder in ``tmp_path`` holding one measured step of ``lease`` (a folder with ``steps/steps.json`` and
+    its Kineto traces): that step's row and its trace only."""
+    import json
+    import shutil
+
+    d = tmp_path / "steps"
+    d.mkdir()
+    doc = json.loads((lease / "steps" / "steps.json").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["model"] == model]
+    (d / "steps.json").write_text(json.dumps(doc))
+    shutil.copy(lease / "steps" / f"{model}.kineto.json.gz", d)
+    return d
+
+
 def one_error_line(code, out, err, *needles):
     """A refused command: exit 2, no traceback, one ``kdvfs: error:`` line on stderr holding each of ``needles``."""
     assert code == 2, (code, out, err)

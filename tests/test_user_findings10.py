@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line, run_cli
+from conftest import one_error_line, one_step_folder, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_TRACE = "gpt3xl-torch-h200-bf16"  # bundled, an H200 step (its profile comes from the model)
@@ -130,12 +130,7 @@ def test_characterize_reads_idle_after_once_the_card_settled(tmp_path, capsys):
 
 
 def test_validate_steps_refuses_an_unsettled_idle_after(tmp_path, capsys):
-    d = tmp_path / "steps"
-    d.mkdir()
-    doc = json.loads((LEASE_A / "steps" / "steps.json").read_text())
-    doc["steps"] = [s for s in doc["steps"] if s["model"] == "block-bf16"]
-    (d / "steps.json").write_text(json.dumps(doc))
-    shutil.copy(LEASE_A / "steps" / "block-bf16.kineto.json.gz", d)
+    d = one_step_folder(tmp_path, LEASE_A)
     ch = LEASE_A / "anchorA1.json.gz"
     before = ch.read_bytes()
     one_error_line(*run_cli(["validate-steps", str(d), "--gpu", "h200", "--characterization", str(ch),

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import one_error_line, run_cli
+from conftest import one_error_line, one_step_folder, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 LEASE_A = ROOT / "validation" / "h200" / "lease_anchor" / "leaseA"
@@ -178,12 +178,7 @@ def test_analyze_says_which_card_it_planned_for(tmp_path, capsys):
 
 def test_validate_steps_says_which_card_it_checked_with(tmp_path, capsys):
     """`validate-steps --anchors` put the card in its JSON only: the printed table read as the bundled fit's."""
-    steps = tmp_path / "steps"
-    steps.mkdir()
-    doc = json.loads((LEASE_A / "steps" / "steps.json").read_text())
-    doc["steps"] = [s for s in doc["steps"] if s["model"] == "block-bf16"]
-    (steps / "steps.json").write_text(json.dumps(doc))
-    shutil.copy(LEASE_A / "steps" / "block-bf16.kineto.json.gz", steps)
+    steps = one_step_folder(tmp_path, LEASE_A)
     code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(ANCHOR_A1)], capsys)
     assert code == 0, err
     flat = " ".join((out + err).split())
@@ -212,12 +207,7 @@ def test_a_card_anchor_report_is_not_applied_to_another_card(tmp_path, capsys):
 
 def test_validate_steps_cautions_on_another_leases_anchors(tmp_path, capsys):
     """Lease B's anchors on lease A's steps (two cards, UUIDs in both files) were taken without a word."""
-    steps = tmp_path / "steps"
-    steps.mkdir()
-    doc = json.loads((LEASE_A / "steps" / "steps.json").read_text())
-    doc["steps"] = [s for s in doc["steps"] if s["model"] == "block-bf16"]
-    (steps / "steps.json").write_text(json.dumps(doc))
-    shutil.copy(LEASE_A / "steps" / "block-bf16.kineto.json.gz", steps)
+    steps = one_step_folder(tmp_path, LEASE_A)
     b1 = ROOT / "validation" / "h200" / "lease_anchor" / "leaseB" / "anchorB1.json.gz"
     code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(b1), "-o",
                               str(tmp_path / "r.json")], capsys)
