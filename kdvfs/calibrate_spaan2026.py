@@ -148,9 +148,11 @@ def calibrate_spaan2026(table: str | Path | None = None, sweep: str | Path | Non
         raise InputError("--fit-option kernel_loss and pass_drop need --method joint: the table method has its own loss")
     pass_only = [t for t in parse_structure(options.structure) if t not in (*CARD_SHAPE_TERMS, "limiter")]
     if pass_only and options.method == "table":
-        raise InputError(f"--fit-option structure={options.structure}: {', '.join(pass_only)} act on the pass-level "
-                         f"sweep, which the table method does not fit; with --method table give only "
-                         f"{', '.join(CARD_SHAPE_TERMS)}, or add --method joint")
+        verb = "acts" if len(pass_only) == 1 else "act"
+        raise InputError(f"--fit-option structure={options.structure}: {', '.join(pass_only)} {verb} on the "
+                         f"pass-level sweep, which the table method does not fit; with --method table give only "
+                         f"{', '.join((*CARD_SHAPE_TERMS, 'limiter'))} (limiter changes only the check), or add "
+                         f"--method joint")
     if options.pass_loss not in PASS_LOSSES:
         raise InputError(f"--fit-option pass_loss={options.pass_loss!r} is not one of {', '.join(PASS_LOSSES)}")
     if options.pass_terms and options.method == "table":

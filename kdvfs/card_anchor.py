@@ -225,6 +225,11 @@ def refuse_other_card(path: str | Path, gpu: str | None, spec: GpuSpec, what: st
                          "the anchors adapt the card they ran on; give the anchor run of this card, or its --gpu")
 
 
+TEMPERATURE_RANGE_C = (5.0, 110.0)
+"""The die temperatures an anchor entry may record: a powered GPU in a room or rack reads above 5 °C, and the H200
+slows down near 90 °C and shuts down before 110 °C (a value outside is a corrupt file, not a card)."""
+
+
 def _check_anchor_entries(path, doc: dict, rows, variants: bool) -> None:
     """Each anchor entry once, with a finite temperature where it records one and its category (the fit reads both)."""
     names = [str(k.get("name")) for k in doc.get("kernels") or () if isinstance(k, dict)]
@@ -238,10 +243,12 @@ def _check_anchor_entries(path, doc: dict, rows, variants: bool) -> None:
         if anchor_base(r["name"], variants) is None:
             continue
         t = r.get("temperature_c")
-        if isinstance(t, (int, float)) and not isinstance(t, bool) and not math.isfinite(t):
-            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r}: temperature_c = {t!r}, not a finite number "
-                             "of °C (the card's thermal ambient is read from it); remove the field or measure the "
-                             "anchors again (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`)")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and not (
+                math.isfinite(t) and TEMPERATURE_RANGE_C[0] <= t <= TEMPERATURE_RANGE_C[1]):
+            raise InputError(f"{str(path)!r}: anchor entry {r['name']!r}: temperature_c = {t!r}, not a die temperature "
+                             f"a running GPU reports ({TEMPERATURE_RANGE_C[0]:g}–{TEMPERATURE_RANGE_C[1]:g} °C; the "
+                             "card's thermal ambient is read from it); remove the field or measure the anchors again "
+                             "(`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`)")
         if r["role"] != "gap" and not isinstance(r.get("category"), str):
             raise InputError(f"{str(path)!r}: anchor entry {r['name']!r} has no 'category' (gemm, elementwise, ...: "
                              "the fit tells compute from memory-bound anchors by it); write the file with `kdvfs "

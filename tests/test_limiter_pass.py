@@ -143,7 +143,7 @@ def test_bad_limiter_options_are_refused():
         parse_structure("limiter,passcap")
     with pytest.raises(InputError, match="limitcap and limitcapwide fit the same held cap"):
         parse_structure("limitcap,limitcapwide")
-    with pytest.raises(InputError, match="limitcap act on the pass-level sweep"):
+    with pytest.raises(InputError, match="limitcap acts on the pass-level sweep.*limiter \\(limiter changes only the check\\)"):
         calibrate_spaan2026(options=JointOptions(method="table", structure="limitcap"))
     with pytest.raises(InputError, match="weights must have shape"):
         solve_passes(RTX3080TI, KernelParams(("a",), *(np.ones(1),) * 5), C, M, np.ones((2, 1)))

@@ -62,9 +62,10 @@ def test_card_anchor_does_not_write_over_an_also_file(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------- anchor files that gave a traceback
-@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -50.0, 0.0, 250.0])
 def test_a_non_finite_temperature_is_refused(tmp_path, value, capsys):
-    """An anchor's temperature_c of NaN or inf: scipy's "Residuals are not finite in the initial point" traceback."""
+    """An anchor's temperature_c of NaN or inf: scipy's "Residuals are not finite in the initial point" traceback;
+    −50, 0 or 250 °C (no running die reads that) were fitted as a thermal ambient tens of degrees off."""
     d = _anchor_doc()
     d["kernels"][3]["temperature_c"] = value
     f = _write(tmp_path, "a.json", d)

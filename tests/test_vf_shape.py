@@ -77,7 +77,7 @@ def test_table_method_fits_shape_terms_as_card_constants():
 def test_calibrate_cli_shape_options(capsys):
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--check", "--fit-option", "structure=memtraffic"],
                            capsys)
-    assert code == 2 and "memtraffic act on the pass-level sweep" in err and "Traceback" not in err
+    assert code == 2 and "memtraffic acts on the pass-level sweep" in err and "Traceback" not in err
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--fit-option", "structure=leak"], capsys)
     assert code == 2 and "is a variant, not the bundled fit; give --out DIR or --check" in err
     code, _, err = run_cli(["profile", "calibrate", "spaan2026", "--check", "--fit-option", "structure=leak",
@@ -86,7 +86,7 @@ def test_calibrate_cli_shape_options(capsys):
     from kdvfs.calibrate_joint import JointOptions
     from kdvfs.calibrate_spaan2026 import calibrate_spaan2026
 
-    with pytest.raises(InputError, match="passcap act on the pass-level sweep"):
+    with pytest.raises(InputError, match="passcap acts on the pass-level sweep"):
         calibrate_spaan2026(options=JointOptions(method="table", structure="leak,passcap"))
 
 
