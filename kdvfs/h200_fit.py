@@ -50,7 +50,9 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     "occupancy-rate-floor": (("occ_rate_floor", 1.0),),
     "temperature": (("temp_w_per_c", (1.0, 2.0, 0.0, 5.0)),),
     # session 10 (the conv set): direct convolutions' SIMT FLOPs at a fitted coefficient of their own
-    "conv-rate": (("conv_rate", (2.0, 6.0, 0.0, 20.0)),)}
+    "conv-rate": (("conv_rate", (2.0, 6.0, 0.0, 20.0)),),
+    # session 10 (the tiny-grid set): a GEMM's or attention's base at the share of SMs its grid fills, with a floor
+    "tensor-sm": (("tensor_sm_floor", (0.3, 0.6, 0.0, 1.0)),)}
 DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
 """The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
 fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57

@@ -334,6 +334,8 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
       ``kdvfs.occupancy.sm_fraction``): the base scales as ``sm_floor + (1 − sm_floor) · sm_fraction``.
     - ``rate_exp`` (γ): the base scales as ``u^γ``, ``u`` = ``max(util_core, util_mem)`` clipped to (0, 1].
     - ``tensor_rate_exp`` (γ): a GEMM's or attention's base scales as ``util_core^γ``.
+    - ``tensor_sm_floor`` with ``sm_fraction``: a GEMM's or attention's base (only theirs) scales as
+      ``tensor_sm_floor + (1 − tensor_sm_floor) · sm_fraction``.
     - ``conv_dot`` (a switch) with ``dot_product`` (``kdvfs.occupancy.direct_convolution``): a direct convolution's
       SIMT FLOPs take ``simt``, a GEMM's coefficient on the CUDA cores, not ``ew``.
     - ``conv_rate`` with ``dot_product``: a direct convolution's SIMT FLOPs take this fitted coefficient of their own
@@ -373,6 +375,12 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
         if co.get("occ_rate_floor"):  # a switch: a kernel at its roofline issues at full rate whatever its residency
             scale = np.maximum(scale, np.clip(np.maximum(util_c, util_m), 0.0, 1.0))
         base = base * scale
+    if "tensor_sm_floor" in co and sm_fraction is not None and categories is not None:
+        # a GEMM's or attention's tiles run one block per SM: a grid of fewer blocks than SMs leaves the others idle,
+        # and their share of the tensor kernel's base power goes with them (session 10, the tiny-grid set)
+        tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)
+        phi = np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0)
+        base = base * np.where(tens, co["tensor_sm_floor"] + (1.0 - co["tensor_sm_floor"]) * phi, 1.0)
     if co.get("tensor_rate_exp") and categories is not None:
         # a GEMM's or attention's base scales with its tensor rate: tiny tiles leave resident blocks waiting
         tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)

@@ -160,6 +160,21 @@ def test_tensor_rate_scales_only_tensor_core_kernels():
     assert uc[1] == pytest.approx(plain[1])
 
 
+def test_tensor_sm_floor_scales_only_tensor_core_kernels_by_their_grid():
+    # session 10 (the tiny-grid set): a GEMM of 10 blocks on 132 SMs keeps floor + (1 − floor) · 10/132 of its base;
+    # an elementwise kernel of as few blocks keeps all of it (that is sm-occupancy's and warp-occupancy's business)
+    args = ([1e9, 1e9], [1e6, 1e6], ["tensor16", "simt"], [1e-3, 1e-3], [1980, 1980], ["gemm", "elementwise"])
+    phi = [10 / 132, 10 / 132]
+    plain = activity_from_work(H200, *args, sm_fraction=phi)[0]
+    uc = activity_from_work(_with(tensor_sm_floor=0.25), *args, sm_fraction=phi)[0]
+    base = dict(H200.work_activity)["base"]
+    assert plain[0] - uc[0] == pytest.approx(base * 0.75 * (1 - 10 / 132))
+    assert uc[1] == pytest.approx(plain[1])
+    full = activity_from_work(_with(tensor_sm_floor=0.25), *args, sm_fraction=[1.0, 1.0])[0]
+    assert full[0] == pytest.approx(activity_from_work(H200, *args)[0][0])  # a full grid keeps its base
+    assert _extra_fields("warp-occupancy+tensor-sm") == ("occ_exp", "tensor_sm_floor")
+
+
 def test_zoo_entries_take_the_recorded_launch_grids():
     r = {"launch_grids": [{"name": "ln", "us": 3.0, "grid": [512, 1, 1], "block": [32, 4, 1]}],
          "cuda_kernels": [{"name": "ln", "us": 3.0}]}

@@ -1,0 +1,46 @@
+"""Which structure prices tensor-core kernels of few blocks, by the zoo's rule (issue 12, session 10):
+``simulator.h200_tinygrid``. ``python -m scripts.h200_tinygrid [--structure S ...] [--dataset D ...]
+[--steps S@D ...] [-o FILE]``."""
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from simulator.h200_tinygrid import DATASETS, tinygrid_comparison
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--output", default="validation/h200/tinygrid/comparison.json")
+    ap.add_argument("--structure", action="append", help="a structure of kdvfs.calibrate_h200.STRUCTURES (repeatable; "
+                    "default: the bundled one)")
+    ap.add_argument("--dataset", action="append", choices=list(DATASETS), help="data sets (repeatable; default all)")
+    ap.add_argument("--steps", action="append", default=[], metavar="S@D",
+                    help="check the steps (SEEN) with structure S fitted on data set D (repeatable)")
+    ap.add_argument("--gap-model", default="thermal")
+    a = ap.parse_args(argv)
+    cmd = " ".join(["python -m scripts.h200_tinygrid", *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
+
+    def line(r):
+        h = r["heldout"]
+        print(f"{r['candidate']}: all {r['zoo_all']}, held out {h['forward']['total']} {h['forward']['parts']}, "
+              f"reverse {h['reverse']['total']} {h['reverse']['parts']}, check12 {r['check12']['met']}, "
+              f"c14 full fit {r['c14_full_fit']['met']} (within 10 %: {r['c14_full_fit']['within_10pct']}, median "
+              f"|error| {r['c14_full_fit']['median_abs_pct']:.1f} %)", flush=True)
+        for d, s in (r.get("steps_seen") or {}).items():
+            e = s["energy_pct"]
+            print(f"    {d}: energy within 3 % {sum(abs(v) <= 3 for v in e.values())} of {len(e)}, clock "
+                  f"{sum(abs(v) <= 2 for v in s['median_clock_pct'].values())}", flush=True)
+
+    doc = tinygrid_comparison(Path(__file__).resolve().parents[1], structures=a.structure or
+                              ("warp-occupancy+conv-dot",), datasets=a.dataset or tuple(DATASETS),
+                              gap_model=a.gap_model, steps_for=a.steps, command=cmd, on_row=line)
+    Path(a.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
