@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from simulator.h200_convfit import conv_fit_comparison
+from simulator.h200_convfit import conv_fit_comparison, step_lines
 
 
 def main(argv=None) -> int:
@@ -26,10 +26,8 @@ def main(argv=None) -> int:
               f"(nine {h['forward']['nine_files']}, conv {h['forward']['conv']}), reverse {h['reverse']['total']} "
               f"(nine {h['reverse']['nine_files']}, conv {h['reverse']['conv']}), check12 {r['check12']['met']}"
               + (f", conv all held out {r['conv_all_heldout']}" if "conv_all_heldout" in r else ""), flush=True)
-        for d, s in (r.get("steps") or {}).items():
-            e = s["energy_pct"]
-            print(f"    {d}: energy within 3 % {sum(abs(v) <= 3 for v in e.values())} of {len(e)}, clock "
-                  f"{sum(abs(v) <= 2 for v in s['median_clock_pct'].values())}", flush=True)
+        for ln in step_lines(r.get("steps")):
+            print(ln, flush=True)
 
     doc = conv_fit_comparison(Path(__file__).resolve().parents[1], structures=a.structure or
                               ("warp-occupancy+conv-dot",), gap_model=a.gap_model, steps=not a.no_steps,

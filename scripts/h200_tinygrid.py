@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from simulator.h200_convfit import step_lines
 from simulator.h200_tinygrid import DATASETS, tinygrid_comparison
 
 
@@ -29,10 +30,8 @@ def main(argv=None) -> int:
               f"reverse {h['reverse']['total']} {h['reverse']['parts']}, check12 {r['check12']['met']}, "
               f"c14 full fit {r['c14_full_fit']['met']} (within 10 %: {r['c14_full_fit']['within_10pct']}, median "
               f"|error| {r['c14_full_fit']['median_abs_pct']:.1f} %)", flush=True)
-        for d, s in (r.get("steps_seen") or {}).items():
-            e = s["energy_pct"]
-            print(f"    {d}: energy within 3 % {sum(abs(v) <= 3 for v in e.values())} of {len(e)}, clock "
-                  f"{sum(abs(v) <= 2 for v in s['median_clock_pct'].values())}", flush=True)
+        for ln in step_lines(r.get("steps_seen")):
+            print(ln, flush=True)
 
     doc = tinygrid_comparison(Path(__file__).resolve().parents[1], structures=a.structure or
                               ("warp-occupancy+conv-dot",), datasets=a.dataset or tuple(DATASETS),

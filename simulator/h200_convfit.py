@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["CHECK12", "CONV", "STEP_FOLDERS", "conv_fit_comparison"]
+__all__ = ["CHECK12", "CONV", "STEP_FOLDERS", "conv_fit_comparison", "step_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +96,11 @@ def conv_fit_comparison(root: Path, *, structures: Sequence[str] = ("warp-occupa
                     "rows for every candidate; reverse: odd fitted, even checked (a sensitivity); characterization12 "
                     "and the steps read-only",
             "candidates": out}
+
+
+def step_lines(steps: dict | None) -> list[str]:
+    """One line per step set of a candidate's step checks: how many steps meet the energy (3 %) and clock (2 %)
+    targets."""
+    return [f"    {d}: energy within 3 % {sum(abs(v) <= 3 for v in s['energy_pct'].values())} of "
+            f"{len(s['energy_pct'])}, clock {sum(abs(v) <= 2 for v in s['median_clock_pct'].values())}"
+            for d, s in (steps or {}).items()]
