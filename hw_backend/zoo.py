@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kdvfs.card_anchor import ANCHOR_NAMES
 from kdvfs.errors import InputError
 from kdvfs.work import (
     MAX_REDUCTION_FLOPS,
@@ -470,10 +471,6 @@ def tiny_grid_zoo() -> tuple[ZooKernel, ...]:
         _g(d, 1024, 64, 1024, graph=1024), _g(d, 256, graph=1024), _g(d, 512, graph=512),
         _g(d, 128, 48, 1152, graph=1024), _g(d, 128, 4096, 1024, graph=256),
     )
-
-
-ANCHOR_NAMES = ("idle_10ms", "gap_add_bf16_4KiB_100us", "gemm_bf16_1024_graph32", "add_bf16_1GiB",
-                "layer_norm_bf16_16384x4096", "gemm_bf16_4096", "gemm_bf16_8192", "gelu_bf16_1GiB")
 
 
 def anchor_zoo() -> tuple[ZooKernel, ...]:
