@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from kdvfs.h200_fit import DEFAULT_STRUCTURE
 from simulator.h200_convfit import conv_fit_comparison, step_lines
 
 
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
             print(ln, flush=True)
 
     doc = conv_fit_comparison(Path(__file__).resolve().parents[1], structures=a.structure or
-                              ("warp-occupancy+conv-dot",), gap_model=a.gap_model, steps=not a.no_steps,
+                              (DEFAULT_STRUCTURE,), gap_model=a.gap_model, steps=not a.no_steps,
                               command=cmd, on_row=line)
     Path(a.output).parent.mkdir(parents=True, exist_ok=True)
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")

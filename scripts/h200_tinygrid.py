@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from kdvfs.h200_fit import DEFAULT_STRUCTURE
 from simulator.h200_convfit import step_lines
 from simulator.h200_tinygrid import DATASETS, tinygrid_comparison
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
             print(ln, flush=True)
 
     doc = tinygrid_comparison(Path(__file__).resolve().parents[1], structures=a.structure or
-                              ("warp-occupancy+conv-dot",), datasets=a.dataset or tuple(DATASETS),
+                              (DEFAULT_STRUCTURE,), datasets=a.dataset or tuple(DATASETS),
                               gap_model=a.gap_model, steps_for=a.steps, command=cmd, on_row=line)
     Path(a.output).parent.mkdir(parents=True, exist_ok=True)
     Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")

@@ -18,6 +18,8 @@ import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kdvfs.h200_fit import DEFAULT_STRUCTURE
+
 __all__ = ["CHECK12", "CONV", "STEP_FOLDERS", "conv_fit_comparison", "step_lines"]
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ def _candidate(rows9: list[dict], conv: list[dict], gw: float | None, structure:
     return out
 
 
-def conv_fit_comparison(root: Path, *, structures: Sequence[str] = ("warp-occupancy+conv-dot",),
+def conv_fit_comparison(root: Path, *, structures: Sequence[str] = (DEFAULT_STRUCTURE,),
                         gap_model: str = "thermal", steps: bool = True, command: str = "",
                         on_row: Callable[[dict], None] | None = None) -> dict:
     """For each structure of ``structures``, two candidates — fitted on the nine default files, and on them plus the

@@ -24,13 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
+from kdvfs.h200_fit import DEFAULT_STRUCTURE
+from simulator.h200_convfit import CHECK12, _met
+
 __all__ = ["C13", "C14", "CHECK12", "DATASETS", "STEP_FOLDERS", "tinygrid_comparison"]
 
 log = logging.getLogger(__name__)
 
 C14 = "validation/h200/characterization/characterization14.json.gz"
 C13 = "validation/h200/characterization/characterization13.json.gz"
-CHECK12 = "validation/h200/characterization/characterization12.json.gz"
 # the data sets: the nine default files plus these, in this order
 DATASETS = {"nine": (), "nine+c14": (C14,), "nine+c14+c13": (C14, C13)}
 STEP_FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h200/steps8", "validation/h200/steps9",
@@ -38,10 +40,6 @@ STEP_FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h
                 "validation/h200/lease_anchor/leaseB/steps", "validation/h200/lease_anchor/leaseC/steps",
                 "validation/h200/steps11", "validation/h200/steps11/repeat_leaseB",
                 "validation/h200/steps11/repeat_leaseC")
-
-
-def _met(rep: dict) -> list[int]:
-    return [rep["meet_both"], rep["kernels"]]
 
 
 def _split(rows: list[dict], labels: list[str], gw: float | None, structure: str,
@@ -71,7 +69,7 @@ def _split(rows: list[dict], labels: list[str], gw: float | None, structure: str
     return out
 
 
-def tinygrid_comparison(root: Path, *, structures: Sequence[str] = ("warp-occupancy+conv-dot",),
+def tinygrid_comparison(root: Path, *, structures: Sequence[str] = (DEFAULT_STRUCTURE,),
                         datasets: Sequence[str] = tuple(DATASETS), gap_model: str = "thermal",
                         steps_for: Sequence[str] = (), command: str = "",
                         on_row: Callable[[dict], None] | None = None) -> dict:
