@@ -111,25 +111,27 @@ class ZooKernel:
         if self.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding: shape (N, C, H, W, k[, stride])
             nb, c, h, w, kk = s[:5]
             st = s[5] if len(s) > 5 else 1
-            inp = nb * c * h * w
             out = nb * c * (-(-h // st)) * (-(-w // st))
-            size = 2 if d in ("bf16", "fp16") else 4
-            if self.op == "dwconv":  # input read, output written, the C·k² weights read
-                return Work(2.0 * out * kk * kk, float((inp + out + c * kk * kk) * size), d, False)
-            # input's and weight's gradients: grad_output read for each, the input read, the input's gradient written
-            return Work(4.0 * out * kk * kk, float((2 * out + 2 * inp + 2 * c * kk * kk) * size), d, False)
+            return _conv_work(out * kk * kk, nb * c * h * w, out, c * kk * kk, d, self.op == "dwconv_bwd")
         if self.op in ("gconv1d", "gconv1d_bwd"):  # grouped 1-D, padding k // 2: shape (N, C, L, k, groups)
             nb, c, length, kk, grp = s[:5]
-            lo = length + 2 * (kk // 2) - kk + 1
-            size = 2 if d in ("bf16", "fp16") else 4
-            macs, inp, out, wts = nb * c * lo * (c // grp) * kk, nb * c * length, nb * c * lo, c * (c // grp) * kk
-            if self.op == "gconv1d":  # input read, output written, the weights read
-                return Work(2.0 * macs, float((inp + out + wts) * size), d, False)
-            # the input's and the weights' gradients: grad_output read for each, input and weights read, both written
-            return Work(4.0 * macs, float((2 * out + 2 * inp + 2 * wts) * size), d, False)
+            out = nb * c * (length + 2 * (kk // 2) - kk + 1)
+            return _conv_work(out * (c // grp) * kk, nb * c * length, out, c * (c // grp) * kk, d,
+                              self.op == "gconv1d_bwd")
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
             return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
+
+
+def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward: bool) -> Work:
+    """A direct convolution's work from its multiply-adds and its input, output and weight sizes (elements), as the
+    Kineto importer counts aten's convolutions (``kdvfs.work``): forward reads the input and the weights and writes the
+    output; backward computes the input's and the weights' gradients, each a kernel that reads grad_output, the one
+    reading the weights and writing the input's gradient, the other reading the input and writing the weights'."""
+    size = 2 if dtype in ("bf16", "fp16") else 4
+    if backward:
+        return Work(4.0 * macs, float((2 * out + 2 * inp + 2 * weights) * size), dtype, False)
+    return Work(2.0 * macs, float((inp + out + weights) * size), dtype, False)
 
 
 def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:
