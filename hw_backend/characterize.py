@@ -434,7 +434,7 @@ class FakeZoo:
         self.reject = set(reject)
         ws = [k.work for k in self.zoo]
         # nominal times at the boost clock from the work at 70 % of the peak rate / bandwidth (the fake needs a time)
-        maths = [math_class(k.category, k.dtype) for k in self.zoo]
+        maths = [math_class(k.category, k.dtype, w.tensor) for k, w in zip(self.zoo, ws)]
         t = [max(w.flops / (0.7 * fake.spec.peak_flops(m)), w.bytes / (0.8e9 * fake.spec.mem_bandwidth_gbs[-1]), 2e-6)
              for w, m in zip(ws, maths)]
         fake.params = params_from_work(fake.spec, [w.flops for w in ws], [w.bytes for w in ws], maths,

@@ -116,22 +116,27 @@ class ZooKernel:
         if self.op in ("gconv1d", "gconv1d_bwd"):  # grouped 1-D, padding k // 2: shape (N, C, L, k, groups)
             nb, c, length, kk, grp = s[:5]
             out = nb * c * (length + 2 * (kk // 2) - kk + 1)
+            # cuDNN runs the forward on its convolve_sgemm engines (CUDA cores) and the backward on tensor-core dgrad
+            # and wgrad kernels (cutlass tensorop s16816dgrad, xmma wgrad; characterization14's kernel names): the
+            # backward at batch 16 did 111 TFLOP/s, beyond the CUDA cores' 67 (kdvfs.work.simt_by_name)
             return _conv_work(out * (c // grp) * kk, nb * c * length, out, c * (c // grp) * kk, d,
-                              self.op == "gconv1d_bwd")
+                              self.op == "gconv1d_bwd", tensor=self.op == "gconv1d_bwd" and d in ("bf16", "fp16"))
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
             return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
 
 
-def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward: bool) -> Work:
+def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward: bool,
+               tensor: bool = False) -> Work:
     """A direct convolution's work from its multiply-adds and its input, output and weight sizes (elements), as the
     Kineto importer counts aten's convolutions (``kdvfs.work``): forward reads the input and the weights and writes the
     output; backward computes the input's and the weights' gradients, each a kernel that reads grad_output, the one
-    reading the weights and writing the input's gradient, the other reading the input and writing the weights'."""
+    reading the weights and writing the input's gradient, the other reading the input and writing the weights'.
+    ``tensor``: the kernels that run it are tensor-core ones (by their names, as the campaign recorded them)."""
     size = 2 if dtype in ("bf16", "fp16") else 4
     if backward:
-        return Work(4.0 * macs, float((2 * out + 2 * inp + 2 * weights) * size), dtype, False)
-    return Work(2.0 * macs, float((inp + out + weights) * size), dtype, False)
+        return Work(4.0 * macs, float((2 * out + 2 * inp + 2 * weights) * size), dtype, tensor)
+    return Work(2.0 * macs, float((inp + out + weights) * size), dtype, tensor)
 
 
 def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:

@@ -125,7 +125,7 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
     n = len(rows)
     busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
-                              [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
+                              [r.get("math") or math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]),
                               core_mhz=np.array([r["sm_mhz_median"] for r in rows]) if known_clock else None,
                               solve_clock=not known_clock, working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
@@ -159,7 +159,7 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
     fm = np.array([r["sm_mhz_median"] for r in rows])
     busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
-                              [math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
+                              [r.get("math") or math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
                               working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
                               constant_write=[bool(r.get("constant_write")) for r in rows],

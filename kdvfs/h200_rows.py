@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from kdvfs.errors import InputError
-from kdvfs.work import writes_constant
+from kdvfs.work import math_class, writes_constant
 from kdvfs.zoo_source import ZooEntry, ZooSource, read_characterization, zoo_source
 
 __all__ = ["DEFAULT_DATA", "DEFAULT_GAP_MODEL", "GAP_MODELS", "LAUNCH_BOUND_BUSY", "busy_fraction", "constant_write",
@@ -95,6 +95,10 @@ def zoo_rows(doc: dict, zoo: ZooSource | None = None) -> list[dict]:
         # every import; the file's own numbers are kept beside
         if z is not None and z.op != "idle" and (z.flops, z.bytes) != (r["flops"], r["bytes"]):
             r.update(flops=z.flops, bytes=z.bytes, recorded_flops=r["flops"], recorded_bytes=r["bytes"])
+        if z is not None and z.tensor is not None:
+            # where the arithmetic runs, from the entry's definition: a GEMM-category entry is not always on tensor
+            # cores (the grouped convolution's forward runs cuDNN's convolve_sgemm engines, kdvfs.work.simt_by_name)
+            r["math"] = math_class(r["category"], r["dtype"], z.tensor)
         g = max(1, _graph_of(r, zoo))
         r["ws_bytes"] = float(r["bytes"]) / g
         r["constant_write"] = constant_write(r)

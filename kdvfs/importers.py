@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError
-from kdvfs.kernelwork import kernel_work
+from kdvfs.kernelwork import concurrent_wall_share, kernel_work
 from kdvfs.kineto import COPY_CATS, LABEL_PREFIX, OP_PREFIX, GpuEvent, Resolved, read_kineto, resolve
 from kdvfs.structure import find_blocks, merge_units, unit_class
 from kdvfs.trace import PASSES, Kernel, Segment, Trace
@@ -225,6 +225,13 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
         t_us = np.mean([[gpu[i].dur_us for i in g] for g in groups], axis=0)
     k_first = np.array([keys[i] for i in first], dtype=np.int64)
     worked = _with_work(raw, gpu, res, first, t_us)
+    # kernels one op ran side by side on several streams (cuDNN's grouped convolutions) take their share of the wall
+    # time, not their durations summed; their work stays as split by duration above (concurrent_wall_share)
+    wall = np.array(concurrent_wall_share([gpu[i].ts_us for i in first], [gpu[i].dur_us for i in first],
+                                          [gpu[i].stream for i in first], [gpu[i].external_id for i in first]))
+    if (wall != 1.0).any():
+        t_us = t_us * wall
+        worked = [k if r == 1.0 else replace(k, time_s=float(t) * 1e-6) for k, r, t in zip(worked, wall, t_us)]
     if labelled:
         segs = _labelled_segments(worked, res, first, t_us, repeats or {})
         structure = "labels"

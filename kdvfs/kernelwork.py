@@ -9,9 +9,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 
-from kdvfs.work import NAME_PEAK_FLOPS, Work, math_class, op_work, work_from_name
+from kdvfs.work import NAME_PEAK_FLOPS, Work, math_class, op_work, simt_by_name, work_from_name
 
-__all__ = ["MAX_BYTES_PER_S", "index_ops", "kernel_work", "moves_data_only", "op_of_kernel"]
+__all__ = ["MAX_BYTES_PER_S", "concurrent_wall_share", "conv_gradient", "index_ops", "kernel_work", "moves_data_only", "op_of_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,46 @@ _DATA_MOVEMENT = re.compile(r"nchwToNhwc|nhwcToNchw|^Mem(set|cpy)|copy_kernel|Ca
 def moves_data_only(name: str) -> bool:
     """Whether a kernel's name marks it as a layout conversion, transpose or copy (no arithmetic of its op)."""
     return bool(_DATA_MOVEMENT.search(name))
+
+
+# cuDNN's and CUTLASS's convolution-gradient kernels say which gradient they compute: sm90_xmma_dgrad_…,
+# cutlass_tensorop_bf16_s16816dgrad_…, sm80_xmma_wgrad_…, ImplicitGemmConvolution<…Conv2dWgradOutputGradient…>,
+# dgrad2d_c1_k1_nhwc, wgrad2d_c1_k1_nhwc
+_GRADIENT = re.compile(r"(dgrad|wgrad)", re.I)
+
+
+def conv_gradient(name: str) -> str | None:
+    """``dgrad`` (the input's gradient) or ``wgrad`` (the weight's) where a kernel's name says which one it computes
+    (and only one), else ``None``."""
+    kinds = {m.lower() for m in _GRADIENT.findall(name or "")}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _gradient_shares(kernels: Sequence, op_for: Sequence, share: dict[int, float]) -> dict[int, float]:
+    """A convolution backward's two gradients do the same arithmetic (dx = dy ⋆ w and dw = dy ⋆ x: 2 · N · Cout · out ·
+    Cin/groups · k each) and move the same bytes (``kdvfs.work._conv_from``), whatever their kernels' durations: where
+    an op's kernels name both (``conv_gradient``), the share its dgrad kernels hold together, by duration, and its wgrad
+    kernels' are pooled and split half and half, by duration within each. wav2vec 2.0's grouped position convolution
+    (validation/h200/steps11) runs sixteen 8-block dgrad kernels for 3.8 ms and one wgrad kernel for 0.15 ms: split by
+    duration, the wgrad kernel took 4 % of the work and the dgrad kernels 96 % — each half's rate off by 12× and 2×.
+    ``share`` maps kernel index → its duration share; the result has the new shares of the kernels it changes."""
+    by_op: dict[int, list[int]] = {}
+    for i, o in enumerate(op_for):
+        if o is not None and i in share:
+            by_op.setdefault(id(o), []).append(i)
+    out: dict[int, float] = {}
+    for idx in by_op.values():
+        kinds = {i: conv_gradient(kernels[i].name) for i in idx}
+        d = [i for i in idx if kinds[i] == "dgrad"]
+        w = [i for i in idx if kinds[i] == "wgrad"]
+        if not d or not w:
+            continue
+        pool = sum(share[i] for i in d + w)
+        for grp in (d, w):
+            t = sum(kernels[i].time_s for i in grp)
+            for i in grp:
+                out[i] = 0.5 * pool * (kernels[i].time_s / t if t > 0 else 1.0 / len(grp))
+    return out
 
 
 def _possible(w: Work, time_s: float) -> bool:
@@ -85,6 +125,21 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             dur_of_op[id(o)] = dur_of_op.get(id(o), 0.0) + k.time_s
             if not mv:
                 compute_dur[id(o)] = compute_dur.get(id(o), 0.0) + k.time_s
+    # each kernel's share of its op's FLOPs and bytes by duration, then the two gradients of a convolution's backward
+    # evened out (``_gradient_shares``)
+    fsh: dict[int, float] = {}
+    bsh: dict[int, float] = {}
+    for i, (k, o, mv) in enumerate(zip(kernels, op_for, mover)):
+        if o is None:
+            continue
+        tot, cd = dur_of_op.get(id(o), 0.0), compute_dur.get(id(o), 0.0)
+        bsh[i] = k.time_s / tot if tot else 1.0
+        # FLOPs to the op's compute kernels only, where it launched any beside its data movers
+        fsh[i] = bsh[i] if cd <= 0 or cd >= tot else (0.0 if mv else k.time_s / cd)
+    if any("convolution_backward" in str(o.get("name", "")) for o in op_for if o is not None):
+        conv_ops = [o if o is not None and "convolution_backward" in str(o.get("name", "")) else None for o in op_for]
+        fsh.update(_gradient_shares(kernels, conv_ops, fsh))
+        bsh.update(_gradient_shares(kernels, conv_ops, bsh))
     out = []
     for i in range(n):
         k, o = kernels[i], op_for[i]
@@ -98,11 +153,7 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
                         backward=bool(backward[i]) if backward is not None else False, tf32=tf32,
                         concrete=a.get("Concrete Inputs"), strides=a.get("Input Strides"))
             if w is not None:
-                share = k.time_s / dur_of_op[id(o)] if dur_of_op.get(id(o)) else 1.0
-                cd = compute_dur.get(id(o), 0.0)
-                # FLOPs to the op's compute kernels only, where it launched any beside its data movers
-                fshare = share if cd <= 0 or cd >= dur_of_op.get(id(o), 0.0) else (0.0 if mover[i] else k.time_s / cd)
-                w = Work(w.flops * fshare, w.bytes * share, w.dtype, w.tensor, "shapes")
+                w = Work(w.flops * fsh[i], w.bytes * bsh[i], w.dtype, w.tensor, "shapes")
                 if not _possible(w, k.time_s):
                     log.debug("%s: %s's shapes give work no card does in %.3g s; work from the name instead",
                               k.name[:60], o.get("name"), k.time_s)
@@ -113,8 +164,53 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             out.append(replace(k, work_source="category"))
             continue
         dt = w.dtype
-        # a GEMM or attention op on 16-bit inputs runs on tensor cores; its kernels (split) inherit that
-        tensor = w.tensor and k.category in ("gemm", "attention")
+        # a GEMM or attention op on 16-bit inputs runs on tensor cores; its kernels (split) inherit that, except those
+        # whose name says they multiply-add on the CUDA cores (cuDNN's convolve_sgemm engines)
+        tensor = w.tensor and k.category in ("gemm", "attention") and not simt_by_name(k.name)
         out.append(replace(k, flops=w.flops, bytes=w.bytes, dtype=dt, math=math_class(k.category, dt, tensor),
                            work_source=w.source))
+    return out
+
+
+def concurrent_wall_share(starts_us: Sequence[float], durs_us: Sequence[float], streams: Sequence,
+                          ops: Sequence) -> list[float]:
+    """Each GPU event's share of the wall time, over its own duration: 1, except for kernels that one op launched on
+    several streams at once, which split the time they overlap evenly (``∫ 1/n(t) dt`` over the kernel, ``n`` the op's
+    kernels running at ``t``), so that the op's kernels sum to its span, not to their durations summed.
+
+    cuDNN runs a grouped convolution's groups on internal streams side by side: wav2vec 2.0's position convolution
+    (kernel 128, 16 groups; validation/h200/steps11) launches 48 forward kernels of 4–24 blocks on 8 streams, 30.9 ms of
+    kernel time in a 12.3 ms span at batch 4, and the zoo measures the op over that span (``gconv1d`` entries:
+    12.4 ms a call). The model runs a trace's kernels one after another, so each of them keeps its work (split by
+    duration: the op's kernels each compute while they run) and takes its share of the wall time: the whole card's rate
+    while they share it, as the zoo's rows have it. Kernels of different ops are left alone (a collective beside the
+    backward's compute is another op), and so is an op whose kernels all ran on one stream. ``ops`` holds each event's
+    launching op (``External id``), ``None`` where unknown."""
+    n = len(starts_us)
+    out = [1.0] * n
+    by: dict = {}
+    for i in range(n):
+        if ops[i] is not None:
+            by.setdefault(ops[i], []).append(i)
+    for idx in by.values():
+        if len(idx) < 2 or len({streams[i] for i in idx}) < 2:
+            continue
+        iv = [(float(starts_us[i]), float(starts_us[i]) + max(0.0, float(durs_us[i]))) for i in idx]
+        # F(t) = ∫ 1/n(τ) dτ from the first start, swept over the edges; a kernel running over [a, b] (so through every
+        # elementary interval there) takes F(b) − F(a)
+        delta: dict[float, int] = {}
+        for a, b in iv:
+            delta[a] = delta.get(a, 0) + 1
+            delta[b] = delta.get(b, 0) - 1
+        F: dict[float, float] = {}
+        acc, active, prev = 0.0, 0, None
+        for t in sorted(delta):
+            if prev is not None and active > 0:
+                acc += (t - prev) / active
+            F[t] = acc
+            active += delta[t]
+            prev = t
+        for (a, b), i in zip(iv, idx):
+            if b > a:
+                out[i] = (F[b] - F[a]) / (b - a)
     return out

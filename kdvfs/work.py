@@ -30,7 +30,7 @@ from dataclasses import dataclass
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
     "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
-    "math_class", "writes_constant", "NAME_PEAK_FLOPS",
+    "math_class", "writes_constant", "NAME_PEAK_FLOPS", "simt_by_name",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,20 @@ def math_class(category: str, dtype: str | None, tensor: bool | None = None) -> 
     if dtype in ("tf32", "fp8"):
         return dtype
     return "tensor16" if tensor and dtype is None else "simt"
+
+# cuDNN's legacy implicit-GEMM convolution engines (IMPLICIT_GEMM, PRECOMP_GEMM): ``implicit_convolve_sgemm<__nv_bfloat16,
+# ...>`` and ``precomputed_convolve_sgemm<...>`` multiply-add on the CUDA cores ("sgemm": FP32 FMA, whatever the storage
+# dtype), where cuDNN's tensor-core kernels are named ``xmma``, ``tensorop``/``s16816``, ``hmma`` or ``gmma``. wav2vec
+# 2.0's grouped position convolution runs forward on them (validation/h200/steps11): at batch 16 the zoo's entry of it
+# does 5.6 TFLOP/s, 0.6 % of the bf16 tensor peak, where its backward (cutlass tensorop dgrad, xmma wgrad) does 111.
+_SIMT_KERNEL = re.compile(r"(?:implicit|precomputed|explicit)_convolve_sgemm")
+
+
+def simt_by_name(name: str | None) -> bool:
+    """Whether a kernel's name says its arithmetic runs on the CUDA cores even where its op and dtype would put it on
+    tensor cores (cuDNN's ``*_convolve_sgemm`` convolution engines on bf16 or fp16 data)."""
+    return bool(_SIMT_KERNEL.search(name or ""))
+
 
 WORK_SOURCES = ("shapes", "name", "category")
 
@@ -568,14 +582,15 @@ def work_from_name(name: str, category: str, grid: Sequence[int] | None, block: 
     if category in ("gemm", "attention"):
         if not peak_flops:
             return None
-        rate = peak_flops.get(dt) or peak_flops.get("bf16")
+        simt = simt_by_name(name)  # a convolve_sgemm engine: its peak is the CUDA cores' (fp32), not the tensor cores'
+        rate = peak_flops.get("fp32" if simt else dt) or peak_flops.get("bf16")
         if not rate:
             return None
         flops = rate * time_s * 0.7  # a named tile GEMM reaches ~70 % of peak (the zoo's large GEMMs: 65–80 %)
         # the compulsory traffic of the cube GEMM with those FLOPs (n³ multiply-adds: A, B read and C written once, n²
         # elements each): the least a GEMM of that size moves; a rectangular one moves up to ~2× more
         n = (flops / 2.0) ** (1.0 / 3.0)
-        return Work(flops, 3.0 * n * n * _size(dt), dt, dt in ("bf16", "fp16", "tf32"), "name")
+        return Work(flops, 3.0 * n * n * _size(dt), dt, dt in ("bf16", "fp16", "tf32") and not simt, "name")
     mt = _MULTI_TENSOR.search(name)
     if mt and grid:
         # PyTorch's multi_tensor_apply (the foreach optimizer ops, whose tensor-list shapes the profiler does not

@@ -33,6 +33,7 @@ class ZooEntry:
         graph: launches per CUDA-graph replay (0: not a graph).
         flops: the work's FLOPs by today's estimates (``ZooKernel.work``); None for an ``idle`` entry.
         bytes: the work's bytes likewise; None for an ``idle`` entry.
+        tensor: whether the work runs on tensor cores (``kdvfs.work.Work.tensor``); None for an ``idle`` entry.
     """
 
     name: str
@@ -41,6 +42,7 @@ class ZooEntry:
     graph: int
     flops: float | None
     bytes: float | None
+    tensor: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,8 @@ class ZooSource:
 def _entry(k) -> ZooEntry:
     w = k.work if k.op != "idle" else None  # an idle entry has no work (and the fit never asks for it)
     return ZooEntry(name=k.name, op=k.op, role=k.role, graph=k.graph,
-                    flops=w.flops if w is not None else None, bytes=w.bytes if w is not None else None)
+                    flops=w.flops if w is not None else None, bytes=w.bytes if w is not None else None,
+                    tensor=w.tensor if w is not None else None)
 
 
 @functools.cache
