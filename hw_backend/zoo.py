@@ -24,7 +24,8 @@ from kdvfs.work import (
 )
 
 __all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid_zoo", "top_clock_zoo",
+           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
+           "top_clock_zoo",
            "warm_cool_zoo"]
 
 
@@ -35,7 +36,7 @@ class ZooKernel:
     Attributes:
         name: unique name (``gemm_bf16_8192``).
         category: trace category (gemm, attention, elementwise, reduction, norm, copy, optimizer).
-        op: what runs: ``gemm``, ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
+        op: what runs: ``gemm``, ``bmm`` (a batch of GEMMs, shape ``(batch, m, n, k)``), ``sdpa``, ``sdpa_bwd``, ``add``, ``mul``, ``gelu``, ``silu``, ``relu``, ``sum``,
             ``amax``, ``layer_norm``, ``rms_norm``, ``softmax``, ``copy``, ``transpose``, ``cast``, ``fill``, ``adamw``,
             ``dwconv`` and ``dwconv_bwd`` (a depthwise convolution, shape ``(N, C, H, W, k)`` or ``(N, C, H, W, k,
             stride)``, and its backward), ``batch_norm`` and ``batch_norm_bwd`` (training-mode batch norm over
@@ -85,6 +86,8 @@ class ZooKernel:
             return Work(0.0, 0.0, d, False)
         if self.op == "gemm":
             return gemm_work(s[0], s[1], s[2], d, tf32=self.dtype == "tf32")
+        if self.op == "bmm":  # a batch of independent GEMMs: shape (batch, m, n, k)
+            return gemm_work(s[1], s[2], s[3], d, batch=s[0], tf32=self.dtype == "tf32")
         if self.op in ("sdpa", "sdpa_bwd"):
             return attention_work(s[0], s[1], s[2], s[2], s[3], d, causal=self.causal, backward=self.op == "sdpa_bwd")
         if self.op in ("add", "mul"):
@@ -480,6 +483,42 @@ def tiny_grid_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def tiny_grid2_zoo() -> tuple[ZooKernel, ...]:
+    """The fifteenth set (session 11, issue 12; held out for the next choice of structure, not fitted when added): the
+    tiny-grid set (``tiny_grid_zoo``) left ``tensor-rate`` and ``tensor-sm`` tied at 40 held-out kernels on nine + c14,
+    and no candidate priced the grouped 1-D convolutions. Here, at shapes c14 does not have: tensor-core GEMMs of few
+    output tiles (a long reduction over 64 × 128 outputs, 192² with K 4096, a 32-row GEMM over 4096², 384³), batches of
+    small GEMMs (``bmm``: attention-score-like products whose tiles are many but tiny), a depthwise 7 × 7 convolution
+    at batch 8 (forward and backward), a grouped 1-D convolution at 8 groups and kernel 64 (forward and backward: which
+    cuDNN engines and streams it takes is part of the question), and three c14 entries again on another card (the
+    wav2vec position convolution at batch 4, 96³, the squeeze-excitation GEMM). Each GEMM is a CUDA-graph replay of
+    about 2–5 ms on the H200 (the rates of c14's tiny GEMMs, 20–65 TFLOP/s); the convolutions are single calls of
+    several milliseconds, as c14's were (cuDNN's own streams, not captured in a graph)."""
+    c, d = "gemm", "bf16"
+
+    def bmm(b: int, m: int, n: int, kk: int, graph: int) -> ZooKernel:
+        return ZooKernel(f"bmm_{d}_{b}x{m}x{n}x{kk}_graph{graph}", c, "bmm", d, (b, m, n, kk), graph=graph)
+
+    def gc(n: int, ch: int, length: int, kk: int, grp: int, bwd: bool = False) -> ZooKernel:
+        op = "gconv1d_bwd" if bwd else "gconv1d"
+        return ZooKernel(f"{op}_{d}_{n}x{ch}x{length}_k{kk}_g{grp}", c, op, d, (n, ch, length, kk, grp))
+
+    def dw(n: int, ch: int, hw: int, kk: int, graph: int, bwd: bool = False) -> ZooKernel:
+        op = "dwconv_bwd" if bwd else "dwconv"
+        return ZooKernel(f"{op}_{d}_{n}x{ch}x{hw}x{hw}_k{kk}_graph{graph}", "other", op, d, (n, ch, hw, hw, kk),
+                         graph=graph)
+
+    return (
+        _g(d, 64, 128, 32768, graph=256), _g(d, 192, 192, 4096, graph=512), _g(d, 32, 4096, 4096, graph=256),
+        _g(d, 384, graph=1024),
+        bmm(64, 64, 64, 64, 2048), bmm(32, 128, 128, 64, 2048), bmm(8, 256, 256, 256, 1024),
+        dw(8, 384, 28, 7, 256), dw(8, 96, 56, 7, 128, True),
+        gc(8, 512, 1000, 64, 8), gc(8, 512, 1000, 64, 8, True),
+        # c14's entries again: the wav2vec position convolution, the 96³ GEMM, the squeeze-excitation GEMM
+        gc(4, 768, 499, 128, 16), _g(d, 96, graph=2048), _g(d, 128, 48, 1152, graph=1024),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -494,7 +533,7 @@ def anchor_zoo() -> tuple[ZooKernel, ...]:
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
-            "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo}
+            "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

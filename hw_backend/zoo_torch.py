@@ -141,6 +141,12 @@ class TorchZoo:
             c = torch.empty(m, n, device=dev, dtype=dt)
             self._keep.append(c)
             return lambda: torch.mm(a, b, out=c)
+        if k.op == "bmm":
+            nb, m, n, kk = s
+            a, b = rnd(nb, m, kk), rnd(nb, kk, n)
+            c = torch.empty(nb, m, n, device=dev, dtype=dt)
+            self._keep.append(c)
+            return lambda: torch.bmm(a, b, out=c)
         if k.op == "sdpa":
             q, kt, v = rnd(*s), rnd(*s), rnd(*s)
             return lambda: F.scaled_dot_product_attention(q, kt, v, is_causal=k.causal)
