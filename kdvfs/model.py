@@ -232,13 +232,17 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
             fl.append(f or 0.0)
             by.append(b or 0.0)
             maths.append(k.math or math_class(k.category, dt, None if dt else False))
+        # a kernel that ran beside others of its op (``Kernel.concurrency``) kept their SMs busy too while it held its
+        # share of the wall time
+        conc = np.array([k.concurrency or 1.0 for k in ks])
+        sms = SM_COUNT.get(spec.name, 132)
         params = params_from_work(spec, fl, by, maths, [k.category for k in ks], trace.kernel_keys, trace.times_s,
                                   core_mhz=cc or None, mem_mhz=cm or None,
                                   constant_write=[writes_constant(k.name) for k in ks],
-                                  sm_fraction=sm_fractions([k.grid for k in ks], SM_COUNT.get(spec.name, 132)),
+                                  sm_fraction=np.minimum(1.0, sm_fractions([k.grid for k in ks], sms) * conc),
                                   dot_product=[direct_convolution(k.name) for k in ks],
-                                  occupancy=thread_occupancies([k.grid for k in ks], [k.block for k in ks],
-                                                               SM_COUNT.get(spec.name, 132)))
+                                  occupancy=np.minimum(1.0, thread_occupancies([k.grid for k in ks],
+                                                                               [k.block for k in ks], sms) * conc))
     else:
         pri = np.array([CATEGORY_PRIORS[k.category] for k in ks])
         core_share, mem_share, uc, um = pri.T.copy()

@@ -71,6 +71,9 @@ class Kernel:
         math: where the arithmetic runs (``kdvfs.work.math_class``: tensor16, tf32, fp8, simt), when known.
         work_source: how ``flops``/``bytes`` were obtained: ``shapes`` (op input shapes), ``name`` (kernel name and
             launch grid), ``category`` (not estimated: the model uses category priors), or ``None`` (given).
+        concurrency: for a kernel its op ran beside others of its own on several streams (cuDNN's grouped
+            convolutions), its duration over its share of the wall time (≥ 1): ``time_s`` is that share, and the SMs
+            busy while it ran are its grid's times this (``kdvfs.kernelwork.concurrent_wall_share``); ``None``: alone.
     """
 
     name: str
@@ -86,6 +89,7 @@ class Kernel:
     dtype: str | None = None
     math: str | None = None
     work_source: str | None = None
+    concurrency: float | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
@@ -102,6 +106,11 @@ class Kernel:
         if self.energy_j is not None and (not isinstance(self.energy_j, (int, float)) or isinstance(self.energy_j, bool)
                                           or not math.isfinite(self.energy_j) or self.energy_j < 0):
             raise FormatError(f"kernel {self.name!r}: energy_j must be ≥ 0 J, got {self.energy_j!r}; omit it if unknown")
+        if self.concurrency is not None and (not isinstance(self.concurrency, (int, float))
+                                             or isinstance(self.concurrency, bool)
+                                             or not math.isfinite(self.concurrency) or self.concurrency < 1):
+            raise FormatError(f"kernel {self.name!r}: concurrency must be a number ≥ 1 (its duration over its share of "
+                              f"the wall time), got {self.concurrency!r}; omit it for a kernel that ran alone")
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +317,7 @@ class Trace:
 
 # ---------------------------------------------------------------------- file format
 _KERNEL_FIELDS = ("name", "category", "time_s", "energy_j", "flops", "bytes", "grid", "block", "stream", "op", "dtype",
-                  "math", "work_source")
+                  "math", "work_source", "concurrency")
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
@@ -404,7 +413,7 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             if "time_s" not in kd or kd["time_s"] is None:
                 raise FormatError(f"{kw}: missing duration 'time_s'; every kernel needs its measured time in seconds")
             extra = {f: kd.get(f) for f in _KERNEL_FIELDS[3:]}
-            for f in ("energy_j", "flops", "bytes"):
+            for f in ("energy_j", "flops", "bytes", "concurrency"):
                 _opt(extra, f, (int, float), kw)
             _opt(extra, "stream", int, kw)
             _opt(extra, "op", str, kw)

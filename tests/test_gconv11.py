@@ -201,3 +201,67 @@ def test_tiny_grid2_on_the_fake_device(tmp_path, capsys):
     assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["tiny-grid2"]()]
     assert all(k["power_w"] > 0 and k["time_s"] > 0 for k in doc["kernels"])
 
+
+
+# ------------------------------------------------------------------------------- concurrency: the SMs busy at once
+def test_kernel_concurrency_is_checked_and_round_trips():
+    from kdvfs.errors import FormatError
+    from kdvfs.trace import Segment, Trace, trace_from_dict, trace_to_dict
+
+    with pytest.raises(FormatError, match="concurrency must be a number ≥ 1"):
+        Kernel(IMPLICIT, "gemm", 1e-3, concurrency=0.5)
+    k = Kernel(IMPLICIT, "gemm", 1e-3, grid=(4, 1, 1), concurrency=2.5)
+    t = Trace(name="t", segments=(Segment("s", (k, Kernel("x", "other", 1e-3)), 1),))
+    back = trace_from_dict(trace_to_dict(t))
+    assert [q.concurrency for q in back.kernels] == [2.5, None]
+
+
+def test_imported_concurrent_kernels_carry_their_concurrency():
+    from kdvfs.importers import import_kineto
+
+    t = import_kineto(S11 / "wav2vec2-base-b4.kineto.json.gz").trace
+    conc = [k for k in t.kernels if k.concurrency is not None]
+    assert conc and all(k.concurrency > 1 for k in conc)
+    assert {k.name for k in conc if simt_by_name(k.name)} and all(k.concurrency is None for k in t.kernels
+                                                                    if k.op and "linear" in k.op)
+
+
+def test_model_counts_the_sms_of_concurrent_kernels(monkeypatch):
+    """A 4-block kernel beside seven others of its op keeps 32 of the 132 SMs busy, not 4."""
+    import kdvfs.model as model
+    from kdvfs.gpus import get_gpu
+    from kdvfs.trace import Segment, Trace
+
+    seen = {}
+
+    def spy(*a, **kw):
+        seen.update(kw)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(model, "params_from_work", spy)
+    ks = (Kernel(IMPLICIT, "gemm", 1e-3, flops=1e9, bytes=1e6, grid=(4, 1, 1), block=(8, 32, 1), math="simt",
+                 concurrency=8.0),
+          Kernel(IMPLICIT + " ", "gemm", 1e-3, flops=1e9, bytes=1e6, grid=(4, 1, 1), block=(8, 32, 1), math="simt"))
+    with pytest.raises(RuntimeError, match="stop"):
+        model.default_params(Trace(name="t", segments=(Segment("s", ks, 1),)), get_gpu("h200"))
+    assert list(seen["sm_fraction"]) == pytest.approx([32 / 132, 4 / 132])
+    assert list(seen["occupancy"]) == pytest.approx([8 * 4 * 256 / (132 * 2048), 4 * 256 / (132 * 2048)])
+
+
+def test_zoo_concurrency_of_the_grouped_convolutions():
+    """characterization14's grouped convolutions profile 2.5–4.9× their measured time in kernels (cuDNN's eight
+    streams); every other entry ≤ 1.14. Their SM share is that many times the time-weighted grids' share."""
+    from kdvfs.h200_rows import CONCURRENT_MIN, zoo_concurrency, zoo_rows, zoo_sm_fraction
+
+    with gzip.open(ROOT / "validation/h200/characterization/characterization14.json.gz") as f:
+        doc = json.load(f)
+    for r in zoo_rows(doc):
+        c = zoo_concurrency(r)
+        if r["name"].startswith("gconv1d"):
+            assert 2.4 < c < 5.0
+            assert r["sm_fraction"] == pytest.approx(min(1.0, c * zoo_sm_fraction(r)))
+        else:
+            assert c == 1.0 and r["sm_fraction"] == pytest.approx(zoo_sm_fraction(r))
+    assert zoo_concurrency({"time_s": 1e-3, "cuda_kernels": [{"name": "a", "us": 1.1 * 1e3 * CONCURRENT_MIN}]}) > 1
+    assert zoo_concurrency({"time_s": 1e-3, "cuda_kernels": [{"name": "a", "us": 1140.0}]}) == 1.0
+    assert zoo_concurrency({"time_s": 1e-3, "graph": 8, "cuda_kernels": [{"name": "a", "us": 9e3}]}) == 1.0
