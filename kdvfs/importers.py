@@ -231,7 +231,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                                           [gpu[i].stream for i in first], [gpu[i].external_id for i in first]))
     if (wall != 1.0).any():
         t_us = t_us * wall
-        worked = [k if r == 1.0 else replace(k, time_s=float(t) * 1e-6, concurrency=1.0 / r)
+        worked = [k if r == 1.0 else replace(k, time_s=float(t) * 1e-6, concurrency=max(1.0, 1.0 / r))
                   for k, r, t in zip(worked, wall, t_us)]
     if labelled:
         segs = _labelled_segments(worked, res, first, t_us, repeats or {})

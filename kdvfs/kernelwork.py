@@ -211,6 +211,6 @@ def concurrent_wall_share(starts_us: Sequence[float], durs_us: Sequence[float], 
             active += delta[t]
             prev = t
         for (a, b), i in zip(iv, idx):
-            if b > a:
-                out[i] = (F[b] - F[a]) / (b - a)
+            if b > a:  # at most 1 (alone throughout), which rounding can overshoot
+                out[i] = min(1.0, (F[b] - F[a]) / (b - a))
     return out
