@@ -52,7 +52,9 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     # session 10 (the conv set): direct convolutions' SIMT FLOPs at a fitted coefficient of their own
     "conv-rate": (("conv_rate", (2.0, 6.0, 0.0, 20.0)),),
     # session 10 (the tiny-grid set): a GEMM's or attention's base at the share of SMs its grid fills, with a floor
-    "tensor-sm": (("tensor_sm_floor", (0.3, 0.6, 0.0, 1.0)),)}
+    "tensor-sm": (("tensor_sm_floor", (0.3, 0.6, 0.0, 1.0)),),
+    # session 11 (the grouped convolutions): warp-occupancy's scaling also for GEMM-category kernels on the CUDA cores
+    "simt-occupancy": (("occ_simt", 1.0),)}
 DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
 """The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
 fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57

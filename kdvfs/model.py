@@ -374,7 +374,11 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
     if "occ_exp" in co and occupancy is not None:
         occ = np.clip(np.asarray(occupancy, dtype=float), 1e-6, 1.0)
         if categories is not None:  # tensor-core kernels run few, large blocks by design: their residency is no issue rate
-            occ = np.where(np.array([c in ("gemm", "attention") for c in categories], dtype=bool), 1.0, occ)
+            # (switch ``occ_simt``: only those on tensor cores; a GEMM-category kernel on the CUDA cores, such as cuDNN's
+            # convolve_sgemm engines, issues from its resident warps as any SIMT kernel does)
+            simt_too = bool(co.get("occ_simt"))
+            occ = np.where(np.array([c in ("gemm", "attention") and not (simt_too and k in ("simt", "ew"))
+                                     for c, k in zip(categories, keys)], dtype=bool), 1.0, occ)
         scale = occ ** co["occ_exp"]
         if co.get("occ_rate_floor"):  # a switch: a kernel at its roofline issues at full rate whatever its residency
             scale = np.maximum(scale, np.clip(np.maximum(util_c, util_m), 0.0, 1.0))

@@ -274,3 +274,22 @@ def test_wall_share_never_exceeds_one_by_rounding():
     durs = [3.2, 7.9, 1.3]
     r = concurrent_wall_share(starts, durs, [7, 29, 7], [4, 4, 4])
     assert all(0 < x <= 1.0 for x in r)
+
+
+def test_simt_occupancy_switch_scales_only_cuda_core_gemm_kernels():
+    """The structure tried this session (``simt-occupancy``, not bundled): warp-occupancy's scaling also for a
+    GEMM-category kernel on the CUDA cores (a convolve_sgemm engine); a tensor-core GEMM keeps its base."""
+    from dataclasses import replace
+
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import activity_from_work
+
+    spec = get_gpu("h200")
+    co = dict(spec.work_activity)
+    assert "occ_exp" in co and not co.get("occ_simt")
+    args = ([1e9, 1e9], [1e6, 1e6], ["simt", "tensor16"], [1e-3, 1e-3], [1980.0] * 2)
+    kw = dict(categories=["gemm", "gemm"], occupancy=[0.05, 0.05])
+    off, _ = activity_from_work(spec, *args, **kw)
+    on, _ = activity_from_work(replace(spec, work_activity=tuple((co | {"occ_simt": 1.0}).items())), *args, **kw)
+    assert on[0] - off[0] == pytest.approx(co["base"] * (0.05 ** co["occ_exp"] - 1.0))
+    assert on[1] == off[1]
