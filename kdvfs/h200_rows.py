@@ -96,7 +96,7 @@ def zoo_rows(doc: dict, zoo: ZooSource | None = None) -> list[dict]:
         # every import; the file's own numbers are kept beside
         if z is not None and z.op != "idle" and (z.flops, z.bytes) != (r["flops"], r["bytes"]):
             r.update(flops=z.flops, bytes=z.bytes, recorded_flops=r["flops"], recorded_bytes=r["bytes"])
-        if z is not None and z.tensor is not None and r.get("dtype"):
+        if z is not None and z.tensor is not None and r.get("dtype") and r.get("category"):
             # where the arithmetic runs, from the entry's definition: a GEMM-category entry is not always on tensor
             # cores (the grouped convolution's forward runs cuDNN's convolve_sgemm engines, kdvfs.work.simt_by_name)
             r["math"] = math_class(r["category"], r["dtype"], z.tensor)

@@ -24,7 +24,7 @@ def test_the_seam_carries_the_zoo_as_plain_read_only_data():
     names = {k.name for k in full_zoo()} | {k.name for make in ZOO_SETS.values() for k in make()}
     assert set(z.entries) == names
     k = next(k for k in full_zoo() if k.op != "idle")
-    assert z.entries[k.name] == ZooEntry(k.name, k.op, k.role, k.graph, k.work.flops, k.work.bytes)
+    assert z.entries[k.name] == ZooEntry(k.name, k.op, k.role, k.graph, k.work.flops, k.work.bytes, k.work.tensor)
     assert (z.probe.flops, z.probe.bytes) == (PROBE.work.flops, PROBE.work.bytes)
     with pytest.raises(TypeError):
         z.entries["x"] = k  # type: ignore[index]
