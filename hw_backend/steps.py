@@ -34,7 +34,7 @@ MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
           "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2",
           "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0", "qwen3-0.6b", "wav2vec2-base",
-          "regnet-y-1.6gf", "mobilevit-small")
+          "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -134,16 +134,31 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                              num_key_value_heads=2 if small else 8, head_dim=16 if small else 128, vocab_size=151936,
                              max_position_embeddings=2048, tie_word_embeddings=True)
         cls, batch, seq = tf.Qwen3ForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "mixtral-moe":  # a small Mixtral (sparse MoE MLP: 8 SiLU experts, top-2 routing; grouped-query attention)
+        cfg = tf.MixtralConfig(hidden_size=64 if small else 1024, intermediate_size=128 if small else 1792,
+                               num_hidden_layers=2 if small else 8, num_attention_heads=4 if small else 16,
+                               num_key_value_heads=2 if small else 4, num_local_experts=4 if small else 8,
+                               num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=4096)
+        cls, batch, seq = tf.MixtralForCausalLM, (2 if small else 8), (64 if small else 1024)
+    elif name == "convbert-base":  # ConvBERT-base's shape (span-based dynamic convolution heads beside self-attention)
+        cfg = tf.ConvBertConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                                num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                                embedding_size=128 if small else 768, conv_kernel_size=9, head_ratio=2,
+                                vocab_size=30522)
+        cls, batch, seq = tf.ConvBertForMaskedLM, (2 if small else 16), (64 if small else 512)
+    elif name in ("segformer-b0", "poolformer-s12"):
+        return _vision2(name, torch, dev, small, batch_override)
     elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
         return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
     elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
-                  "regnet-y-1.6gf", "mobilevit-small"):
+                  "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
-    if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m"):  # ALiBi, relative, local attention: no SDPA path
+    if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m", "convbert-base"):  # ALiBi, relative, local, conv
+        # heads: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     model, g = _built(torch, cls, cfg, dev)
@@ -238,6 +253,31 @@ def _vision(name: str, torch, dev: str, small: bool,
     batch = batch_override or (2 if small else batch)
     x = torch.randn((batch, 3, size, size), device=dev, generator=g)
     y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
+    return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
+
+
+def _vision2(name: str, torch, dev: str, small: bool,
+             batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
+    """SegFormer-B0 (semantic segmentation at 512×512 into 150 classes: overlapping patch embeddings, attention over
+    spatially reduced keys, depthwise 3×3 convolutions in the MLP, an all-MLP decoder) or PoolFormer-S12 (average
+    pooling as the token mixer, group norm, 1×1-convolution MLPs; 224×224 into 1 000 labels)."""
+    import transformers as tf
+
+    if name == "segformer-b0":
+        cfg = tf.SegformerConfig(num_labels=150, depths=[1, 1, 1, 1] if small else [2, 2, 2, 2],
+                                 decoder_hidden_size=64 if small else 256)
+        size, batch = (64 if small else 512), 16
+        cls, seq = tf.SegformerForSemanticSegmentation, (size // 32) ** 2
+    else:
+        cfg = tf.PoolFormerConfig(depths=[1, 1, 1, 1] if small else [2, 2, 6, 2],
+                                  hidden_sizes=[16, 32, 64, 128] if small else [64, 128, 320, 512], num_labels=1000)
+        size, batch = (32 if small else 224), 128
+        cls, seq = tf.PoolFormerForImageClassification, (size // 32) ** 2
+    model, g = _built(torch, cls, cfg, dev)
+    batch = batch_override or (2 if small else batch)
+    x = torch.randn((batch, 3, size, size), device=dev, generator=g)
+    shape = (batch, size, size) if name == "segformer-b0" else (batch,)
+    y = torch.randint(0, cfg.num_labels, shape, device=dev, generator=g)
     return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
 
 
