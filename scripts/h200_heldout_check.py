@@ -1,0 +1,49 @@
+"""The candidate structures of ``validation/h200/gconv`` against one zoo file none of them was fitted on (issue 12,
+session 11: ``characterization15``, the tiny-grid2 set measured after the comparison was written):
+``python -m scripts.h200_heldout_check [--data FILE] [-o FILE]``. Each structure is fitted on the nine default files
+and on nine + characterization14 (as in ``simulator.h200_tinygrid``), then checked on ``--data`` with the full fit:
+kernels within both targets (clock 5 %, power 3 %), within 10 % in power, the median |power error|, and each entry's
+error. Deterministic; about 30 s."""
+
+import argparse
+
+from scripts import emit_json
+
+C15 = "validation/h200/characterization/characterization15.json.gz"
+STRUCTURES = ("warp-occupancy+conv-dot", "warp-occupancy+conv-dot+tensor-rate", "warp-occupancy+conv-dot+sm-occupancy",
+              "warp-occupancy+conv-dot+tensor-sm", "warp-occupancy+conv-dot+tensor-rate+tensor-sm",
+              "warp-occupancy+conv-dot+simt-occupancy")
+
+
+def heldout_check(data: str, structures=STRUCTURES) -> dict:
+    import numpy as np
+
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, check_h200_fit, run_h200_fit
+    from simulator.h200_tinygrid import DATASETS
+
+    rows = []
+    for ds in ("nine", "nine+c14"):
+        for s in structures:
+            doc = run_h200_fit([*DEFAULT_DATA, *DATASETS[ds]], command="", structure=s, gap_model="thermal")
+            ck = check_h200_fit(doc, [data])["check"]
+            err = [o["power_error_pct"] for o in ck["per_kernel"]]
+            rows.append({"structure": s, "dataset": ds, "n": len(err), "meet_both": ck["meet_both"],
+                         "within_10pct": sum(abs(e) <= 10 for e in err),
+                         "median_abs_pct": round(float(np.median(np.abs(err))), 2),
+                         "power_error_pct": {o["name"]: round(o["power_error_pct"], 2) for o in ck["per_kernel"]}})
+            print(f"{ds:9s} {s:48s} both {rows[-1]['meet_both']:2d} within 10 % {rows[-1]['within_10pct']:2d} "
+                  f"median {rows[-1]['median_abs_pct']:6.2f} %", flush=True)
+    return {"command": f"python -m scripts.h200_heldout_check --data {data}", "data": data,
+            "note": "held out for every candidate: no fit saw this file", "candidates": rows}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=C15)
+    ap.add_argument("-o", "--output", default="validation/h200/gconv/c15_check.json")
+    a = ap.parse_args(argv)
+    return emit_json(heldout_check(a.data), a.output)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
