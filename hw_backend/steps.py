@@ -180,6 +180,7 @@ def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+    step.module = model  # type: ignore[attr-defined]  # _record marks its modules (hw_backend.module_ranges)
     return step
 
 
@@ -330,7 +331,11 @@ def _record(step, out: Path, torch, warmup: int = 3) -> dict:
     if torch.cuda.is_available():
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     sched = torch.profiler.schedule(wait=0, warmup=warmup, active=1, repeat=1)
-    with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, with_modules=True) as prof:
+    from hw_backend.module_ranges import module_ranges
+
+    # the model's modules as kdvfs.module: ranges, so analyze can switch at its layers (only while recording)
+    with (module_ranges(getattr(step, "module", None), torch.profiler.record_function),
+          torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, with_modules=True) as prof):
         for _ in range(warmup + 1):
             step()
             if torch.cuda.is_available():

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "kdvfs:"
 OP_PREFIX = "kdvfs.op:"
+MODULE_PREFIX = "kdvfs.module:"
+"""A ``record_function`` range named ``kdvfs.module:<Class>_<n>`` is a module frame, as ``nn.Module: <Class>_<n>`` is
+with ``with_stack=True``: ``kdvfs measure-steps`` marks its models' modules so (``hw_backend.module_ranges``) without
+the Python stacks, which would multiply the trace's size."""
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
 COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 _RUNTIME = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
@@ -263,6 +267,10 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
             if nm.startswith(LABEL_PREFIX):
                 raw.labelled = True
                 raw.labels.append((ts, end, nm[len(LABEL_PREFIX):]))
+                return
+            if nm.startswith(MODULE_PREFIX):
+                threads.setdefault(key, []).append((ts, end, MODULE, sys.intern(nm[len(MODULE_PREFIX):]), None, None,
+                                                    False))
                 return
             if nm.startswith(OP_PREFIX):
                 raw.stages.append((ts, end, nm[len(OP_PREFIX):]))

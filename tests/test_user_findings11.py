@@ -1,0 +1,227 @@
+"""What a new user and a hostile tester found in session 11, each fixed and kept fixed; first session 10's three
+leftovers (the card in an anchored profile's header, the idle plant's line under ``--anchors``, module ranges in
+``measure-steps`` traces). The commands and numbers are in ``validation/user-findings11/README.md``.
+
+A refused command gives one line (``kdvfs: error: ...``) and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import one_step_folder, run_cli
+
+from hw_backend.module_ranges import marked_modules, module_ranges
+from kdvfs.importers import import_kineto
+from kdvfs.profile import load_profile, save_profile
+from kdvfs.runtime_plan import regions_of
+
+ROOT = Path(__file__).resolve().parents[1]
+LEASE_A = ROOT / "validation" / "h200" / "lease_anchor" / "leaseA"
+ANCHOR_A1 = LEASE_A / "anchorA1.json.gz"
+TRACE = "gpt3xl-torch-h200-bf16"  # bundled H200 step
+
+
+# ------------------------------------------------------------- leftover 1: the card in an anchored profile's CSV
+def test_an_anchored_profile_records_its_card_in_the_header(tmp_path, capsys):
+    """`profile build --anchors` said the card on the screen only: the CSV read as the bundled fit's."""
+    p = tmp_path / "p.csv.gz"
+    code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1),
+                              "-o", str(p)], capsys)
+    assert code == 0, err
+    head = gzip.decompress(p.read_bytes()).decode().splitlines()[0]
+    assert "card.anchors=anchorA1.json.gz" in head and "card.gpu_uuid=GPU-012ece08" in head, head
+    card = dict(load_profile(p).card)
+    assert card["gpu_uuid"].startswith("GPU-012ece08") and float(card["static_w"]) == pytest.approx(3.1, abs=0.05)
+    assert {"core_scale", "mem_scale", "ambient_shift_c"} <= set(card)
+    # analyze --profile says whose card the profile's powers are, on the screen and in analysis.json
+    code, out, err = run_cli(["analyze", TRACE, "--profile", str(p), "--slack", "1", "--no-kernel-switch-aware",
+                              "-o", str(tmp_path / "an")], capsys)
+    assert code == 0, err
+    assert "built for the card of anchorA1.json.gz" in " ".join(out.split())
+    assert json.loads((tmp_path / "an" / "analysis.json").read_text())["profile_card"]["gpu_uuid"] == card["gpu_uuid"]
+    # without --anchors: no card words, and analyze says nothing of one
+    bare = tmp_path / "bare.csv"
+    code, _, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(bare)], capsys)
+    assert code == 0 and "card." not in bare.read_text().splitlines()[0] and load_profile(bare).card == ()
+
+
+def test_a_card_with_spaces_in_its_file_name_survives_the_header(tmp_path):
+    import dataclasses
+
+    p0 = load_profile(ROOT / "traces" / f"{TRACE}.profile.csv.gz")
+    card = (("anchors", "my anchors (lease 1).json.gz"), ("static_w", "+3.100"), ("note", "a=b c"))
+    save_profile(dataclasses.replace(p0, card=card), tmp_path / "p.csv")
+    back = load_profile(tmp_path / "p.csv")
+    assert back.card == card and back.gpu == p0.gpu and back.trace_sha == p0.trace_sha
+
+
+# -------------------------------------------------- leftover 2: the idle plant's line under --anchors (118.7 W)
+def test_validate_steps_adds_the_anchors_static_power_to_the_idle_plant(tmp_path, capsys):
+    """With --anchors the default gap power took the anchors' static power, the idle plant's line did not: it
+    printed 118.7 W, the bundled card's, beside a table of the anchored card."""
+    steps = one_step_folder(tmp_path, LEASE_A)
+    plant = json.loads((ROOT / "traces" / "h200.limiter.json").read_text())["plants"]["idle"]["a_w"]
+    rep = tmp_path / "r.json"
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--anchors", str(ANCHOR_A1), "-o",
+                              str(rep)], capsys)
+    assert code == 0, err
+    doc = json.loads(rep.read_text())
+    static = doc["card_anchor"]["static_w"]
+    assert doc["gap_power_sensitivity"]["idle_plant"]["gap_power_w"] == pytest.approx(plant + static)
+    flat = " ".join(out.split())
+    assert f"gap power at {plant + static:.1f} W (the limiter fit's idle plant {plant:.1f} W with the anchors' " \
+           f"static power {static:+.1f} W)" in flat, flat
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200"], capsys)  # bundled: as before
+    assert code == 0 and f"gap power at {plant:.1f} W (the limiter fit's idle plant)" in " ".join(out.split())
+
+
+# --------------------------------------------------- leftover 3: module ranges in measure-steps traces
+def _kineto_layers(layers: int, frames: str) -> dict:
+    """One forward step of ``layers`` identical layers (an ``mm`` then an ``add`` kernel each) under a root model,
+    with the modules marked as ``frames``: ``ranges`` (``record_function("kdvfs.module:…")``, as
+    ``hw_backend.module_ranges`` writes them) or ``stack`` (``nn.Module:`` frames of ``with_stack=True``)."""
+    ev: list[dict] = []
+    corr = [0]
+
+    def module(name, ts, dur):
+        if frames == "ranges":
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"kdvfs.module:{name}", "ts": ts, "dur": dur,
+                       "pid": 1, "tid": 1})
+        else:
+            ev.append({"ph": "X", "cat": "python_function", "name": f"nn.Module: {name}", "ts": ts, "dur": dur,
+                       "pid": 1, "tid": 1})
+
+    def op(name, kernel, ts):
+        corr[0] += 1
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": 4, "pid": 1, "tid": 1, "args": {}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts + 1, "dur": 1, "pid": 1,
+                   "tid": 1, "args": {"correlation": corr[0]}})
+        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "ts": 1000 + 20 * corr[0], "dur": 10 + corr[0] % 2,
+                   "pid": 0, "tid": 7, "args": {"correlation": corr[0], "stream": 7, "grid": [8, 1, 1],
+                                                 "block": [128, 1, 1]}})
+
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 990, "pid": 1, "tid": 1})
+    module("Model_0", 1, 980)
+    op("aten::embedding", "embedding_kernel", 2)
+    for i in range(layers):
+        t0 = 10 + 100 * i
+        module(f"Layer_{i}", t0, 90)
+        op("aten::mm", "gemm_kernel", t0 + 5)
+        op("aten::add", "vectorized_elementwise_kernel_add", t0 + 20)
+    op("aten::sum", "reduce_kernel", 10 + 100 * layers)
+    return {"traceEvents": ev}
+
+
+@pytest.mark.parametrize("frames", ["ranges", "stack"])
+def test_module_ranges_give_the_layers_as_with_stack_does(tmp_path, frames):
+    """A measure-steps trace (no with_stack) imported by period detection only, and its module-boundary schedules
+    could switch at the step and the optimizer only; the kdvfs.module: ranges give the layers, as nn.Module frames do."""
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(_kineto_layers(4, frames)).encode()))
+    imp = import_kineto(p)
+    assert imp.structure == "modules"
+    segs = {s.name: s for s in imp.trace.segments}
+    assert segs["forward.Layer"].repeat == 4 and len(segs["forward.Layer"].kernels) == 2
+    regions = regions_of(imp.trace)
+    assert sum(ev == "forward.Layer" for ev, *_ in regions) == 4, regions
+
+
+def test_module_ranges_and_stack_frames_import_the_same(tmp_path):
+    out = []
+    for frames in ("ranges", "stack"):
+        p = tmp_path / f"{frames}.json"
+        p.write_text(json.dumps(_kineto_layers(3, frames)))
+        out.append(import_kineto(p, name="t").trace)
+    assert out[0].segments == out[1].segments
+
+
+class _Hook:
+    def __init__(self, hooks, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self):
+        self.hooks.remove(self.fn)
+
+
+class _Mod:
+    """Just enough of torch.nn.Module: children, modules(), forward hooks, and __call__ running them."""
+
+    def __init__(self, *children, fail=False):
+        self._children, self.pre, self.post, self.fail = list(children), [], [], fail
+
+    def children(self):
+        return iter(self._children)
+
+    def modules(self):
+        yield self
+        for c in self._children:
+            yield from c.modules()
+
+    def register_forward_pre_hook(self, fn):
+        self.pre.append(fn)
+        return _Hook(self.pre, fn)
+
+    def register_forward_hook(self, fn):
+        self.post.append(fn)
+        return _Hook(self.post, fn)
+
+    def __call__(self):
+        for h in self.pre:
+            h(self, ())
+        for c in self._children:
+            c()
+        if self.fail:
+            raise RuntimeError("forward failed")
+        for h in self.post:
+            h(self, (), None)
+
+
+class Block(_Mod):
+    pass
+
+
+class Leaf(_Mod):
+    pass
+
+
+def _recorder(log):
+    class Range:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            log.append(("open", self.name))
+
+        def __exit__(self, *exc):
+            log.append(("close", self.name))
+    return Range
+
+
+def test_module_ranges_mark_the_modules_that_hold_others_and_nest():
+    model = _Mod(Block(Leaf(), Leaf()), Block(Leaf()))
+    names = [n for _, n in marked_modules(model)]
+    assert names == ["kdvfs.module:_Mod_0", "kdvfs.module:Block_0", "kdvfs.module:Block_1"]  # leaves are not marked
+    log: list = []
+    with module_ranges(model, _recorder(log)) as n:
+        model()
+    assert n == 3
+    assert log == [("open", "kdvfs.module:_Mod_0"), ("open", "kdvfs.module:Block_0"), ("close", "kdvfs.module:Block_0"),
+                   ("open", "kdvfs.module:Block_1"), ("close", "kdvfs.module:Block_1"), ("close", "kdvfs.module:_Mod_0")]
+    log.clear()
+    model()  # the hooks are gone after the recording
+    assert log == [] and all(not m.pre and not m.post for m in model.modules())
+
+
+def test_module_ranges_close_what_a_failed_forward_left_open():
+    model = _Mod(Block(Leaf(), fail=True))
+    log: list = []
+    with pytest.raises(RuntimeError), module_ranges(model, _recorder(log)):
+        model()
+    assert [x for x in log if x[0] == "open"] and sorted(log) == sorted(
+        [("open", "kdvfs.module:_Mod_0"), ("open", "kdvfs.module:Block_0"), ("close", "kdvfs.module:Block_0"),
+         ("close", "kdvfs.module:_Mod_0")])
+    with module_ranges(None, _recorder(log)) as n:  # a step that is not one module (the GPT-3 block): nothing marked
+        assert n == 0
