@@ -151,6 +151,15 @@ class CardAnchor:
                 "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before,
                 "gpu": self.gpu, "gpu_uuid": self.gpu_uuid}
 
+    def header_items(self) -> tuple[tuple[str, str], ...]:
+        """What a profile built with these parameters records of its card (``Profile.card``): the anchor run (file
+        and card UUID) and the fitted parameters, as text."""
+        src = self.source.removesuffix(f" (card {self.gpu_uuid})") if self.gpu_uuid else self.source
+        items = (("anchors", src), ("gpu_uuid", self.gpu_uuid),
+                 ("static_w", f"{self.static_w:+.3f}"), ("core_scale", f"{self.core_scale:.5f}"),
+                 ("mem_scale", f"{self.mem_scale:.5f}"), ("ambient_shift_c", f"{self.ambient_shift_c:+.3f}"))
+        return tuple((k, v) for k, v in items if v)
+
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
         fix = "write it with `kdvfs card-anchor FILE -o card.json`"

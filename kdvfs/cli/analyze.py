@@ -82,6 +82,8 @@ def cmd_analyze(a) -> int:
                                  accept=None if judge is None else judge.within)
     if anchor is not None:  # in analysis.json and report.md, not only on the screen: the numbers are this card's
         doc["card_anchor"] = anchor.to_dict()
+    if prof is not None and prof.card:  # a profile built with --anchors: its powers are that card's
+        doc["profile_card"] = dict(prof.card)
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
     if lim_rows:
         doc["limiter_check"] = lim_rows
@@ -102,6 +104,11 @@ def cmd_analyze(a) -> int:
         from kdvfs.cli.anchor import card_line
 
         c.print("Card: " + card_line(anchor), markup=False)
+    if "profile_card" in doc:
+        pc = doc["profile_card"]
+        c.print(f"Card: the profile was built for the card of {pc.get('anchors', '?')} (static "
+                f"{pc.get('static_w', '?')} W, core dynamic power × {pc.get('core_scale', '?')}, memory-traffic power × "
+                f"{pc.get('mem_scale', '?')}; `profile build --anchors`)", markup=False)
     c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
                   f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
