@@ -271,6 +271,8 @@ def cmd_validate_steps(a) -> int:
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     if anchor is not None and gap_default is not None:  # the idle card draws the anchors' static power too
         gap_default += anchor.static_w
+    if anchor is not None and "idle_plant" in alt:  # so does the limiter fit's idle plant, measured on another card
+        alt["idle_plant"] += anchor.static_w
     gap_w = a.gap_power if a.gap_power is not None else gap_default
     # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
     # power of the temperature its own predicted average power holds
@@ -327,7 +329,9 @@ def cmd_validate_steps(a) -> int:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
     # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's
     what = {"idle_after": f"the idle power after the --characterization campaign, on {ch_card}" if a.characterization
-            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"}
+            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"
+            + (f" {idle_plant:.1f} W with the anchors' static power {anchor.static_w:+.1f} W" if anchor is not None
+               and idle_plant is not None else "")}
     for name, sens in doc.get("gap_power_sensitivity", {}).items():
         sm = sens["met"]
         c.print(f"with the gap power at {sens['gap_power_w']:.1f} W ({what.get(name, name)}): energy {sm['energy']} "
