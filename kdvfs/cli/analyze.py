@@ -58,6 +58,10 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
+    if prof is not None:  # as optimize, simulate and compare refuse it: an h200 profile planned as an rtx3080ti's, exit 0
+        from kdvfs.identity import check_card
+
+        check_card(prof.gpu, spec.name)
     if a.anchors and prof is not None:
         raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
                          f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
