@@ -464,6 +464,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
     seen = [Path(path).resolve()]
+    cautions = []
     for c in check or ():
         # the anchor file itself, or one file twice, counted every held-out entry twice (24 → 48 checked), exit 0
         if Path(c).resolve() in seen:
@@ -473,13 +474,19 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
         seen.append(Path(c).resolve())
         more = split_lease(c, variants)
         refuse_other_card(c, more.gpu, spec, "--also")
+        if lease.gpu_uuid and more.gpu_uuid and str(more.gpu_uuid) != str(lease.gpu_uuid):
+            # another card's entries read as held out within this card's lease, exit 0, without a word
+            cautions.append(f"Caution: --also {Path(c).name} ran on card {more.gpu_uuid}, the anchors on card "
+                            f"{lease.gpu_uuid}: its entries are checked against another card's parameters, not held "
+                            "out within one lease; give the files measured in the anchors' lease")
         others += list(more.others)
         other_gaps += list(more.other_gaps)
     held = {"bundled": _entries(spec, thermal, others, other_gaps), "adapted": _entries(sp, th, others, other_gaps)}
     fitted = {"bundled": _entries(spec, thermal, lease.anchors, lease.anchor_gaps),
               "adapted": _entries(sp, th, lease.anchors, lease.anchor_gaps)}
-    return {"format": CHECK_FORMAT, "file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
+    return ({"format": CHECK_FORMAT, "file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
             "anchor": a.to_dict(),
             "anchors": {k: _summary(v) | {"per_entry": v} for k, v in fitted.items()},
             "held_out": {k: _summary(v) | {"per_entry": v} for k, v in held.items()},
             "note": "held out within one lease: the anchors and the entries checked were measured in the same lease"}
+            | ({"caution": cautions} if cautions else {}))

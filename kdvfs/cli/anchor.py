@@ -81,6 +81,8 @@ def cmd_card_anchor(a) -> int:
     spec = get_gpu(a.gpu)
     doc = check_file(a.file, spec, check=a.also or [], params=a.anchor_params)
     doc["command"] = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    for line in doc.get("caution", ()):  # on stderr, so --json's stdout stays one document
+        make_console(sys.stderr).print(line, markup=False)
     if a.output:
         from kdvfs.console import to_jsonable
 
