@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import one_step_folder, run_cli
+from conftest import one_error_line, one_step_folder, run_cli
 
 from hw_backend.module_ranges import marked_modules, module_ranges
 from kdvfs.importers import import_kineto
@@ -225,3 +225,57 @@ def test_module_ranges_close_what_a_failed_forward_left_open():
          ("close", "kdvfs.module:_Mod_0")])
     with module_ranges(None, _recorder(log)) as n:  # a step that is not one module (the GPT-3 block): nothing marked
         assert n == 0
+
+
+# ------------------------------------------------------------------------------------- hostile findings
+FOREIGN = ROOT / "tests" / "data" / "foreign-transformer.kineto.json.gz"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_gpu_event_with_a_non_finite_start_is_refused(tmp_path, value, capsys):
+    """A kernel whose ts is NaN or Infinity (JSON accepts both) was imported, exit 0: sorted anywhere, it broke the
+    step's structure (171 kernels with a repeated block became 201 without one)."""
+    doc = json.loads(gzip.decompress(FOREIGN.read_bytes()))
+    next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")["ts"] = value
+    src = tmp_path / "k.json"
+    src.write_text(json.dumps(doc))
+    code, out, err = run_cli(["trace", "import", str(src), "-o", str(tmp_path / "t.json")], capsys)
+    one_error_line(code, out, err, "start ts=", "finite", "record or export it again")
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("cat", ["cuda_runtime", "cpu_op"])
+def test_a_launch_or_op_with_a_non_finite_time_is_refused(tmp_path, cat, capsys):
+    doc = json.loads(gzip.decompress(FOREIGN.read_bytes()))
+    ev = next(e for e in doc["traceEvents"] if e.get("cat") == cat and (cat != "cuda_runtime" or
+                                                                          "correlation" in (e.get("args") or {})))
+    ev["ts" if cat == "cuda_runtime" else "dur"] = float("nan")
+    src = tmp_path / "k.json"
+    src.write_text(json.dumps(doc))
+    code, out, err = run_cli(["trace", "import", str(src), "-o", str(tmp_path / "t.json")], capsys)
+    one_error_line(code, out, err, f"({cat})", "finite")
+
+
+def test_analyze_refuses_a_profile_of_another_card(tmp_path, capsys):
+    """`analyze --profile H200.csv --gpu rtx3080ti` planned the H200's powers with the RTX's switch latency and called
+    it rtx3080ti's, exit 0; optimize, simulate and compare refused it."""
+    code, out, err = run_cli(["analyze", TRACE, "--profile", TRACE, "--gpu", "rtx3080ti", "--slack", "1",
+                              "-o", str(tmp_path / "an")], capsys)
+    one_error_line(code, out, err, "profile was made for GPU 'h200'", "--gpu is 'rtx3080ti'", "give --gpu h200")
+    assert not (tmp_path / "an").exists()
+
+
+def test_card_anchor_cautions_on_another_cards_also_file(tmp_path, capsys):
+    """`card-anchor D --also C13` (cards GPU-c977881e and GPU-4eb8362f) printed C13's entries as held out within
+    the lease, exit 0."""
+    char = ROOT / "validation" / "h200" / "characterization"
+    d = ROOT / "validation" / "h200" / "lease_anchor" / "leaseD" / "anchorD.json.gz"
+    code, out, err = run_cli(["card-anchor", str(d), "--gpu", "h200", "--also",
+                              str(char / "characterization13.json.gz"), "--json"], capsys)
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert "Caution: --also characterization13.json.gz ran on card GPU-4eb8362f" in flat and "GPU-c977881e" in flat
+    assert json.loads(out)["caution"]
+    code, out, err = run_cli(["card-anchor", str(d), "--gpu", "h200", "--also",
+                              str(char / "characterization14.json.gz"), "--json"], capsys)  # the same card
+    assert code == 0 and "Caution" not in err and "caution" not in json.loads(out)
