@@ -279,3 +279,23 @@ def test_card_anchor_cautions_on_another_cards_also_file(tmp_path, capsys):
     code, out, err = run_cli(["card-anchor", str(d), "--gpu", "h200", "--also",
                               str(char / "characterization14.json.gz"), "--json"], capsys)  # the same card
     assert code == 0 and "Caution" not in err and "caution" not in json.loads(out)
+
+
+H200X2 = ROOT / "validation" / "h200x2"
+
+
+def test_gpus_per_node_on_one_file_is_refused(tmp_path, capsys):
+    """`trace import r0.json.gz --gpus-per-node 0` ignored the option (even at 0), exit 0."""
+    code, out, err = run_cli(["trace", "import", str(H200X2 / "rank0.kineto.json.gz"), "--gpus-per-node", "0",
+                              "-o", str(tmp_path / "t.json")], capsys)
+    one_error_line(code, out, err, "--gpus-per-node 0", "several ranks", "drop --gpus-per-node")
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_simulate_ranks_says_when_the_ranks_ran_on_another_card(capsys):
+    """H200 ranks replayed as an RTX 3080 Ti's printed the table without a word; analyze and profile build say it."""
+    ranks = str(H200X2 / "ranks.trace.json.gz")
+    code, out, err = run_cli(["simulate-ranks", "--trace", ranks, "--gpu", "rtx3080ti"], capsys)
+    assert code == 0 and "recorded on 'NVIDIA H200'" in " ".join(err.split()), err
+    code, out, err = run_cli(["simulate-ranks", "--trace", ranks, "--gpu", "h200"], capsys)
+    assert code == 0 and "recorded on" not in err

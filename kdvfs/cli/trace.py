@@ -85,6 +85,9 @@ def cmd_trace_import(a) -> int:
     if getattr(a, "work_from", None):
         raise InputError("--work-from is for several ranks (one shape-recorded file per rank); for one trace, record "
                          "it with record_shapes=True")
+    if getattr(a, "gpus_per_node", None) is not None:  # was ignored, even at 0
+        raise InputError(f"--gpus-per-node {a.gpus_per_node} is for several ranks (one file per rank, `kdvfs trace import "
+                         "r0.json.gz r1.json.gz …`); one file is one GPU's trace: drop --gpus-per-node")
     src = Path(a.file[0])
     if not src.exists():
         raise InputError(f"file {str(src)!r} does not exist; check the path")
