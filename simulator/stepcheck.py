@@ -166,14 +166,15 @@ def _checked_steps(doc, path: Path) -> list[dict]:
 
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
                 gap_power_w: float | None = None, alt_gap_powers: dict | None = None,
-                _imported: dict | None = None, thermal=None) -> dict:
+                _imported: dict | None = None, thermal=None, progress=None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
     time) is no prediction of it. With ``gap_power_w`` that time is added as GPU idle at that power (``*_with_gaps``),
     and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only).
     ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it).
-    ``thermal``: each step's gaps at the gap power of its own operating temperature (``check_one``)."""
+    ``thermal``: each step's gaps at the gap power of its own operating temperature (``check_one``).
+    ``progress(what, fraction)`` before each step is checked."""
     d = Path(steps_dir)
     path = d / "steps.json"
     if d.is_file():  # the steps.json itself (its folder holds the traces)
@@ -196,8 +197,10 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
     steps = _checked_steps(doc, path)
     imported = {} if _imported is None else _imported
     rows = []
-    for st in steps:
+    for i, st in enumerate(steps):
         model = st["model"]
+        if progress is not None:  # the other gap powers' checks reuse the imports: a few per cent of the time
+            progress(f"{model} ({i + 1}/{len(steps)})", i / len(steps))
         if "error" in st:
             rows.append({"model": model, "skipped": f"not measured: {st['error']}"})
             continue

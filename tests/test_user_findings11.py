@@ -299,3 +299,16 @@ def test_simulate_ranks_says_when_the_ranks_ran_on_another_card(capsys):
     assert code == 0 and "recorded on 'NVIDIA H200'" in " ".join(err.split()), err
     code, out, err = run_cli(["simulate-ranks", "--trace", ranks, "--gpu", "h200"], capsys)
     assert code == 0 and "recorded on" not in err
+
+
+def test_validate_steps_reports_progress(tmp_path, monkeypatch, capsys):
+    """validate-steps ran ~1 s a step in silence (23 steps: 21 s without a line); it now says which step it is on."""
+    import kdvfs.cli.common as common
+
+    monkeypatch.setattr(common, "PROGRESS_EVERY_S", 0.0)  # every update printed (off a terminal, at most every 10 s)
+    steps = one_step_folder(tmp_path, LEASE_A)
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200"], capsys)
+    assert code == 0, err
+    assert "validate-steps: block-bf16 (1/1): 0 %" in err, err
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--json"], capsys)
+    assert code == 0 and json.loads(out)["met"]["of"] == 1  # stdout stays one document

@@ -277,7 +277,11 @@ def cmd_validate_steps(a) -> int:
     # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
     # power of the temperature its own predicted average power holds
     thermal = anchored_thermal if a.gap_power is None else None
-    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
+    from kdvfs.cli.common import stage_progress
+
+    with stage_progress(make_console(sys.stderr), "validate-steps") as prog:  # ~1.5 s a step, silent before
+        doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal, progress=prog),
+                   command=_command())
     caution = None
     if anchor is not None:
         doc["card_anchor"] = anchor.to_dict()
