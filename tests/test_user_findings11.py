@@ -312,3 +312,13 @@ def test_validate_steps_reports_progress(tmp_path, monkeypatch, capsys):
     assert "validate-steps: block-bf16 (1/1): 0 %" in err, err
     code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h200", "--json"], capsys)
     assert code == 0 and json.loads(out)["met"]["of"] == 1  # stdout stays one document
+
+
+def test_analyze_takes_slack_repeated(tmp_path, capsys):
+    """`analyze --slack 1 --slack 5` analysed 5 % only (the last --slack replaced the first), exit 0; whatif and
+    limiter whatif take --slack repeated."""
+    for args in (["--slack", "1", "--slack", "5"], ["--slack", "1", "5"]):
+        code, out, err = run_cli(["analyze", TRACE, "--gpu", "h200", *args, "--no-kernel-switch-aware", "--json",
+                                  "-o", str(tmp_path / "an")], capsys)
+        assert code == 0, err
+        assert json.loads(out)["slacks_pct"] == [1.0, 5.0]

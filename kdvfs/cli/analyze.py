@@ -41,6 +41,9 @@ def load_any_trace(ref: str, step: str = "last", err=None):
     return load_trace(ref)
 
 
+DEFAULT_SLACKS_PCT = (0.0, 1.0, 2.0, 5.0)
+
+
 def cmd_analyze(a) -> int:
     from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, low_clock_note, switch_queue_note, write_report
     from kdvfs.gpus import SwitchModel, get_gpu
@@ -81,7 +84,7 @@ def cmd_analyze(a) -> int:
         # each slack once, smallest first: `--slack 1 1` repeated every row, and a boundary schedule refused under the
         # limiter falls back to a smaller slack's accepted one only if that slack came earlier (`--slack 5 1` and
         # `--slack 1 5` could give two answers for 5 %)
-        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack)), a.mechanism, sw, not a.no_kernel_switch_aware,
+        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack or DEFAULT_SLACKS_PCT)), a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
     if anchor is not None:  # in analysis.json and report.md, not only on the screen: the numbers are this card's
@@ -160,8 +163,10 @@ def register(sub, j) -> None:
     from kdvfs.cli.anchor import add_anchor_args
 
     add_anchor_args(sp, "; not with --profile")
-    sp.add_argument("--slack", type=float, nargs="+", default=[0.0, 1.0, 2.0, 5.0],
-                    help="tolerated slowdowns, percent")
+    # extend, not store: `--slack 1 --slack 5` kept only 5 (whatif and limiter whatif take --slack repeated); no
+    # default list here, which extend would add to
+    sp.add_argument("--slack", type=float, nargs="+", action="extend", default=None,
+                    help="tolerated slowdowns, percent (`--slack 1 5` or `--slack 1 --slack 5`; default 0 1 2 5)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
                     help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
                          f"thread, as the runtime does; sync: every switch also stalls the GPU a fixed "
