@@ -155,10 +155,27 @@ class CardAnchor:
         """What a profile built with these parameters records of its card (``Profile.card``): the anchor run (file
         and card UUID) and the fitted parameters, as text."""
         src = self.source.removesuffix(f" (card {self.gpu_uuid})") if self.gpu_uuid else self.source
-        items = (("anchors", src), ("gpu_uuid", self.gpu_uuid),
-                 ("static_w", f"{self.static_w:+.3f}"), ("core_scale", f"{self.core_scale:.5f}"),
-                 ("mem_scale", f"{self.mem_scale:.5f}"), ("ambient_shift_c", f"{self.ambient_shift_c:+.3f}"))
+        # the numbers exactly (shortest round-trip): analyze --profile adapts the card from them (from_header)
+        items = (("anchors", src), ("gpu_uuid", self.gpu_uuid), ("static_w", repr(float(self.static_w))),
+                 ("core_scale", repr(float(self.core_scale))), ("mem_scale", repr(float(self.mem_scale))),
+                 ("ambient_shift_c", repr(float(self.ambient_shift_c))))
         return tuple((k, v) for k, v in items if v)
+
+    @classmethod
+    def from_header(cls, items, gpu: str, where: str) -> CardAnchor:
+        """The parameters a profile's header records (``header_items``), checked as a report's are (``from_dict``)."""
+        d: dict[str, Any] = dict(items)
+        for k in ("static_w", "core_scale", "mem_scale", "ambient_shift_c"):
+            if k in d:
+                try:
+                    d[k] = float(d[k])
+                except ValueError:
+                    raise InputError(f"{where}: card.{k}={d[k]!r} is not a number; rebuild the profile with "
+                                     "`kdvfs profile build --anchors FILE`") from None
+        src = str(d.pop("anchors", ""))
+        if d.get("gpu_uuid"):
+            src += f" (card {d['gpu_uuid']})"
+        return cls.from_dict(d | {"source": src, "gpu": gpu}, where)
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:

@@ -40,8 +40,10 @@ def test_an_anchored_profile_records_its_card_in_the_header(tmp_path, capsys):
     code, out, err = run_cli(["analyze", TRACE, "--profile", str(p), "--slack", "1", "--no-kernel-switch-aware",
                               "-o", str(tmp_path / "an")], capsys)
     assert code == 0, err
-    assert "built for the card of anchorA1.json.gz" in " ".join(out.split())
+    assert "the profile was built (`profile build --anchors`) for the card of anchorA1.json.gz" in " ".join(out.split())
     assert json.loads((tmp_path / "an" / "analysis.json").read_text())["profile_card"]["gpu_uuid"] == card["gpu_uuid"]
+    assert float(card["static_w"]) == json.loads((tmp_path / "an" / "analysis.json").read_text())["profile_card"][
+        "static_w"]  # exactly: the header keeps the shortest round-trip text
     # without --anchors: no card words, and analyze says nothing of one
     bare = tmp_path / "bare.csv"
     code, _, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(bare)], capsys)
@@ -322,3 +324,35 @@ def test_analyze_takes_slack_repeated(tmp_path, capsys):
                                   "-o", str(tmp_path / "an")], capsys)
         assert code == 0, err
         assert json.loads(out)["slacks_pct"] == [1.0, 5.0]
+
+
+def test_analyze_with_an_anchored_profile_plans_as_with_the_anchors(tmp_path, capsys):
+    """`analyze --profile P` (P built with --anchors) checked its schedules under the limiter with the bundled card's
+    idle power: the auto step read 124.2 J against 122.0 J with `analyze --anchors` on the Qwen3 step. The docs give
+    both ways; the header's parameters now adapt the card, and both give the same analysis."""
+    p = tmp_path / "p.csv.gz"
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1), "-o", str(p)],
+                   capsys)[0] == 0
+    docs = []
+    for extra in (["--gpu", "h200", "--anchors", str(ANCHOR_A1)], ["--profile", str(p)]):
+        code, out, err = run_cli(["analyze", TRACE, *extra, "--slack", "2", "--no-kernel-switch-aware", "--json",
+                                  "-o", str(tmp_path / "an")], capsys)
+        assert code == 0, err
+        docs.append(json.loads(out))
+    assert docs[0]["rows"] == docs[1]["rows"] and docs[0]["limiter_check"] == docs[1]["limiter_check"]
+    assert docs[1]["profile_card"] == {**docs[0]["card_anchor"], "entries": [], "loss": 0.0, "loss_before": 0.0,
+                                       "core_scale_fitted": True, "mem_scale_fitted": False}
+
+
+def test_a_damaged_card_word_in_a_profile_header_is_one_line(tmp_path, capsys):
+    p = tmp_path / "p.csv"
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1), "-o", str(p)],
+                   capsys)[0] == 0
+    lines = p.read_text().splitlines(keepends=True)
+    import re
+
+    for bad, needle in (("abc", "is not a number"), ("1e9", "outside the range")):
+        p.write_text(re.sub(r"card\.static_w=\S+", f"card.static_w={bad}", lines[0]) + "".join(lines[1:]))
+        code, out, err = run_cli(["analyze", TRACE, "--profile", str(p), "--slack", "1", "-o", str(tmp_path / "an")],
+                                 capsys)
+        one_error_line(code, out, err, "static_w", needle)

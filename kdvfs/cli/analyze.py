@@ -72,6 +72,12 @@ def cmd_analyze(a) -> int:
     from kdvfs.cli.anchor import anchor_card
 
     spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)  # unchanged without --anchors
+    prof_card = None
+    if prof is not None and prof.card:  # built with --anchors: the limiter check's idle card is that card too
+        from kdvfs.card_anchor import CardAnchor, adapted
+
+        prof_card = CardAnchor.from_header(prof.card, spec.name, f"--profile {a.profile!r}")
+        spec, _ = adapted(spec, None, prof_card)
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 
@@ -89,8 +95,8 @@ def cmd_analyze(a) -> int:
                                  accept=None if judge is None else judge.within)
     if anchor is not None:  # in analysis.json and report.md, not only on the screen: the numbers are this card's
         doc["card_anchor"] = anchor.to_dict()
-    if prof is not None and prof.card:  # a profile built with --anchors: its powers are that card's
-        doc["profile_card"] = dict(prof.card)
+    if prof_card is not None:  # a profile built with --anchors: its powers are that card's
+        doc["profile_card"] = prof_card.to_dict()
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
     if lim_rows:
         doc["limiter_check"] = lim_rows
@@ -111,11 +117,10 @@ def cmd_analyze(a) -> int:
         from kdvfs.cli.anchor import card_line
 
         c.print("Card: " + card_line(anchor), markup=False)
-    if "profile_card" in doc:
-        pc = doc["profile_card"]
-        c.print(f"Card: the profile was built for the card of {pc.get('anchors', '?')} (static "
-                f"{pc.get('static_w', '?')} W, core dynamic power × {pc.get('core_scale', '?')}, memory-traffic power × "
-                f"{pc.get('mem_scale', '?')}; `profile build --anchors`)", markup=False)
+    if prof_card is not None:
+        from kdvfs.cli.anchor import card_line
+
+        c.print("Card: the profile was built (`profile build --anchors`) for " + card_line(prof_card), markup=False)
     c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
                   f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
