@@ -72,12 +72,10 @@ def cmd_analyze(a) -> int:
     from kdvfs.cli.anchor import anchor_card
 
     spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)  # unchanged without --anchors
-    prof_card = None
-    if prof is not None and prof.card:  # built with --anchors: the limiter check's idle card is that card too
-        from kdvfs.card_anchor import CardAnchor, adapted
+    from kdvfs.cli.anchor import profile_card
 
-        prof_card = CardAnchor.from_header(prof.card, spec.name, f"--profile {a.profile!r}")
-        spec, _ = adapted(spec, None, prof_card)
+    # built with --anchors: the limiter check's idle card is that card too (said below, on stdout)
+    spec, prof_card = profile_card(spec, prof, f"--profile {a.profile!r}", say=False)
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 

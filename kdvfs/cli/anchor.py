@@ -14,7 +14,8 @@ from pathlib import Path
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
-__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "register"]
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "profile_card",
+           "register"]
 
 ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
                 "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
@@ -52,6 +53,23 @@ def anchor_card(spec, path: str | None, params=None):
     a = load_card_anchor(path, spec, params=params)
     card, th2 = adapted(spec, th, a)
     return card, th2, a
+
+
+def profile_card(spec, prof, where: str = "--profile", say: bool = True):
+    """(card, ``CardAnchor`` or None): ``spec`` adapted to the card a profile was built for (``profile build
+    --anchors`` records it in the header, ``Profile.card``), so the idle power of the limiter, the gaps and the
+    switch stalls is that card's as the profile's kernel powers are; ``spec`` itself for a profile of the bundled fit.
+    ``say``: one line on stderr naming the card."""
+    if prof is None or not prof.card:
+        return spec, None
+    from kdvfs.card_anchor import CardAnchor, adapted
+
+    pa = CardAnchor.from_header(prof.card, spec.name, where)
+    card, _ = adapted(spec, None, pa)
+    if say:
+        make_console(sys.stderr).print("Card: the profile was built (`profile build --anchors`) for " + card_line(pa),
+                                       markup=False)
+    return card, pa
 
 
 def card_line(anchor) -> str:

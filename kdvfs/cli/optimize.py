@@ -33,7 +33,9 @@ def cmd_optimize(a) -> int:
     pb = problem(a)
     lim = None
     if a.limiter != "off":
-        spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+        from kdvfs.cli.anchor import profile_card
+
+        spec, _ = profile_card(get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti"), pb.profile)
         lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
                          why="choosing under the limiter is done for the global waste objective, not switch-aware")
     if lim is not None:  # chosen under the card's power limiter (its steady state)
@@ -46,7 +48,11 @@ def cmd_optimize(a) -> int:
         sw = switch_model(a, card)
         if not card:
             raise InputError("--switch-aware needs the card (its idle power prices the stalls): give --gpu NAME")
-        s = switch_aware(pb, sw, a.mechanism, a.slack, SwitchCosts.for_gpu(get_gpu(card)))
+        from kdvfs.cli.anchor import profile_card
+
+        # the stalls at the idle power of the card the profile was built for (profile build --anchors)
+        s = switch_aware(pb, sw, a.mechanism, a.slack,
+                         SwitchCosts.for_gpu(profile_card(get_gpu(card), pb.profile, say=a.limiter == "off")[0]))
     else:
         s = optimize(pb, a.objective, a.slack, a.granularity, a.scope, a.solver)
     if a.output:
@@ -261,6 +267,9 @@ def cmd_compare(a) -> int:
     pb = problem(a)
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
     check_card(pb.profile.gpu, spec.name)
+    from kdvfs.cli.anchor import profile_card
+
+    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
     sw = switch_model(a, spec.name)
     lim = limiter_of(a, spec)
     if lim is None:

@@ -44,6 +44,9 @@ def cmd_simulate(a) -> int:
         raise InputError("the profile does not name its card: give --gpu NAME")
     spec = get_gpu(a.gpu or pb.profile.gpu)  # the profile's own card unless --gpu says otherwise
     check_card(pb.profile.gpu, spec.name)
+    from kdvfs.cli.anchor import profile_card
+
+    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
     sched = load_schedule(a.schedule)
     if a.mechanism is None:
         # the mechanism the schedule was planned for (`analyze` plans for predictive): replaying a 1 % boundary plan
