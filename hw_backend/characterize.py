@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hw_backend.nvml import machine_identity
+from hw_backend.nvml import machine_identity, refuse_other_card
 from hw_backend.sampling import (  # noqa: F401 — Sampler and CounterWatch, re-exported where they were
     COUNTER_READ_PERIOD_S,
     CounterWatch,
@@ -401,6 +401,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
 def _check_resume(out: Path, doc: dict, be, window_s: float, warmup_s: float) -> None:
     """Resume only the same campaign: entries of another card, driver or window in one file would be fitted as one
     measurement (a fake run resumed into a real card's file would add the fake's numbers to it without a word)."""
+    refuse_other_card(out, doc, be, "a campaign")  # another H200 (a killed anchor run resumed in the next lease)
     now = {"gpu": be.name, "driver": _driver(be), "window_s": window_s, "warmup_s": warmup_s}
     for key, v in now.items():
         had = doc.get(key)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hw_backend.characterize import Sampler
-from hw_backend.nvml import machine_identity
+from hw_backend.nvml import machine_identity, refuse_other_card
 from kdvfs.errors import HardwareError, InputError
 from kdvfs.fileio import write_atomic
 
@@ -425,6 +425,7 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
         "format": "kdvfs-steps/1", "gpu": be.name, "power_limit_w": be.capabilities().power_limit_w,
         "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s,
         **machine_identity(be), "steps": []}
+    refuse_other_card(path, doc, be, "steps")  # resumed on another card, its steps were filed under the first's UUID
     have = {s["model"] for s in doc["steps"] if "error" not in s}
     for name in models:
         if name in have:

@@ -383,3 +383,39 @@ def test_verbs_with_an_anchored_profile_use_its_card(tmp_path, verb, capsys):
         assert ("Card: the profile was built" in err) == (prof == p), err
     if verb != "optimize-switch-aware":  # there the stalls cost 3.1 W more, too little to move this plan
         assert outs[0] != outs[1]
+
+
+FAST = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
+
+
+def test_characterize_does_not_resume_another_cards_campaign(tmp_path, capsys):
+    """A campaign (an anchor run killed, run again in the next lease on another H200) was resumed on the other card:
+    both cards' entries in one file under the first card's UUID, exit 0. Resuming checked the card's name only."""
+    out = tmp_path / "anchors.json"
+    code, _, err = run_cli(["characterize", *FAST, "--set", "anchor", "-o", str(out)], capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["gpu_uuid"]  # the fake card has one
+    doc["gpu_uuid"] = "GPU-00000000-another-card"
+    doc["kernels"] = doc["kernels"][:3]  # killed after three entries
+    out.write_text(json.dumps(doc))
+    before = out.read_bytes()
+    code, o, err = run_cli(["characterize", *FAST, "--set", "anchor", "-o", str(out)], capsys)
+    one_error_line(code, o, err, "measured on card GPU-00000000-another-card", "give a new -o")
+    assert out.read_bytes() == before
+
+
+def test_measure_steps_refuses_to_resume_on_another_card(tmp_path):
+    """measure_steps resumed a steps folder on another card the same way (checked here without torch)."""
+    from types import SimpleNamespace
+
+    from hw_backend.nvml import refuse_other_card
+    from kdvfs.errors import InputError
+
+    doc = {"gpu_uuid": "GPU-aaa"}
+    refuse_other_card(tmp_path, doc, SimpleNamespace(uuid="GPU-aaa"), "steps")
+    refuse_other_card(tmp_path, {"gpu_uuid": None}, SimpleNamespace(uuid="GPU-bbb"), "steps")  # older files: no UUID
+    with pytest.raises(InputError, match="holds steps measured on card GPU-aaa; this run is on card GPU-bbb"):
+        refuse_other_card(tmp_path, doc, SimpleNamespace(uuid="GPU-bbb"), "steps")
+    src = (ROOT / "hw_backend" / "steps.py").read_text()
+    assert 'refuse_other_card(path, doc, be, "steps")' in src  # measure_steps calls it on the doc it resumes
