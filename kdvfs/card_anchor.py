@@ -402,9 +402,11 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "", params
                    loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
-def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, params=DEFAULT_PARAMS) -> CardAnchor:
+def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, params=DEFAULT_PARAMS,
+                     params_given: bool = False) -> CardAnchor:
     """The card parameters of ``path``: a ``kdvfs-card-anchor/1`` document (``kdvfs card-anchor -o``) as stored, or a
-    characterisation file (``kdvfs characterize --set anchor``) whose anchor entries are fitted now."""
+    characterisation file (``kdvfs characterize --set anchor``) whose anchor entries are fitted now. ``params``
+    chooses what is fitted, so a stored document refuses them where the caller chose them (``params_given``)."""
     import gzip
     import json
 
@@ -419,6 +421,12 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, par
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
         a = CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+        if params_given:  # `--anchor-params static` with a report fitted with core and mem used them, exit 0
+            raise InputError(f"--anchor-params {','.join(params)} chooses what the anchors fit, and --anchors "
+                             f"{str(path)!r} is a `kdvfs card-anchor` report, fitted already (static {a.static_w:+.1f} W,"
+                             f" core × {a.core_scale:.3f}, memory-traffic × {a.mem_scale:.3f}): give the anchor run "
+                             "itself to fit other parameters (or `card-anchor --anchor-params` for a new report), or "
+                             "drop --anchor-params")
         # a report of another card (`card-anchor --gpu h200 -o card.json` then `profile build --gpu rtx3080ti
         # --anchors card.json`) adapted the RTX by the H200's parameters, exit 0; a report without its card's name
         # (written before it was recorded) is taken for a card the anchors can adapt (one with a thermal fit) only

@@ -419,3 +419,18 @@ def test_measure_steps_refuses_to_resume_on_another_card(tmp_path):
         refuse_other_card(tmp_path, doc, SimpleNamespace(uuid="GPU-bbb"), "steps")
     src = (ROOT / "hw_backend" / "steps.py").read_text()
     assert 'refuse_other_card(path, doc, be, "steps")' in src  # measure_steps calls it on the doc it resumes
+
+
+def test_anchor_params_with_a_fitted_report_is_refused(tmp_path, capsys):
+    """`--anchors card.json --anchor-params static` (card.json from `card-anchor -o`, fitted with core and mem) used
+    the report's core × 1.047 and memory-traffic × 0.771, exit 0: the choice was ignored without a word."""
+    rep = tmp_path / "card.json"
+    assert run_cli(["card-anchor", str(ANCHOR_A1), "--gpu", "h200", "-o", str(rep)], capsys)[0] == 0
+    out_csv = tmp_path / "p.csv"
+    code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(rep),
+                              "--anchor-params", "static", "-o", str(out_csv)], capsys)
+    one_error_line(code, out, err, "--anchor-params static", "report, fitted already", "drop --anchor-params")
+    assert not out_csv.exists()
+    code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1),
+                              "--anchor-params", "static", "--json", "-o", str(out_csv)], capsys)
+    assert code == 0 and json.loads(out)["card_anchor"]["mem_scale"] == 1.0  # the anchor run itself: fitted so

@@ -50,7 +50,7 @@ def anchor_card(spec, path: str | None, params=None):
             raise InputError(f"--anchor-params {','.join(params)} chooses what the card's anchors fit, and no --anchors "
                              "was given: add --anchors FILE (the card's anchor run), or drop --anchor-params")
         return spec, th, None
-    a = load_card_anchor(path, spec, params=params)
+    a = load_card_anchor(path, spec, params=params, params_given=params_given)
     card, th2 = adapted(spec, th, a)
     return card, th2, a
 
