@@ -55,6 +55,7 @@ from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported wher
 )
 from kdvfs.errors import FormatError, InputError, ObserveOnlyError
 from kdvfs.fileio import write_atomic
+from kdvfs.profile import MAX_CLOCK_MHZ
 from kdvfs.work import math_class
 
 __all__ = [
@@ -297,7 +298,17 @@ def load_characterization(path: str | Path) -> dict:
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
                 raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}): {key!r} must be a positive number, "
                                   f"got {v!r}; re-measure it with `kdvfs characterize` or remove the entry")
+        # damage, not a measurement: an anchor at sm_mhz_median 1e9 was fitted (core and memory scales fell to 1)
+        for key, top, unit in (("sm_mhz_median", MAX_CLOCK_MHZ, "MHz"), ("power_w", MAX_POWER_W, "W")):
+            if k[key] > top:
+                raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}): {key!r} is {k[key]!r} {unit}, over "
+                                  f"the {top:g} {unit} no GPU reaches; the file is damaged: re-measure it with `kdvfs "
+                                  "characterize` or remove the entry")
     return doc
+
+
+MAX_POWER_W = 10_000.0
+"""No GPU board draws 10 kW: a larger power in a characterisation file is damage."""
 
 
 IDLE_SETTLE_S = 3.0

@@ -434,3 +434,15 @@ def test_anchor_params_with_a_fitted_report_is_refused(tmp_path, capsys):
     code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1),
                               "--anchor-params", "static", "--json", "-o", str(out_csv)], capsys)
     assert code == 0 and json.loads(out)["card_anchor"]["mem_scale"] == 1.0  # the anchor run itself: fitted so
+
+
+@pytest.mark.parametrize("key, value", [("sm_mhz_median", 1e9), ("power_w", 1e7)])
+def test_an_impossible_clock_or_power_in_an_anchor_run_is_refused(tmp_path, key, value, capsys):
+    """An anchor at sm_mhz_median 1e9 MHz was fitted (the core and memory scales fell to 1), exit 0."""
+    doc = json.loads(gzip.decompress(ANCHOR_A1.read_bytes()))
+    doc["kernels"][2][key] = value
+    bad = tmp_path / "anchors.json"
+    bad.write_text(json.dumps(doc))
+    code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(bad),
+                              "-o", str(tmp_path / "p.csv")], capsys)
+    one_error_line(code, out, err, "gemm_bf16_1024_graph32", key, "no GPU reaches", "damaged")
