@@ -446,3 +446,63 @@ def test_an_impossible_clock_or_power_in_an_anchor_run_is_refused(tmp_path, key,
     code, out, err = run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(bad),
                               "-o", str(tmp_path / "p.csv")], capsys)
     one_error_line(code, out, err, "gemm_bf16_1024_graph32", key, "no GPU reaches", "damaged")
+
+
+STEPS11 = ROOT / "validation" / "h200" / "steps11"
+
+
+def _steps11_folder(tmp_path, models, swap=False):
+    """A steps folder with steps11's rows of ``models`` and their traces; ``swap``: the two rows' traces exchanged."""
+    import shutil
+
+    doc = json.loads((STEPS11 / "steps.json").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["model"] in models]
+    if swap:
+        a, b = doc["steps"]
+        a["trace"], b["trace"] = b["trace"], a["trace"]
+    d = tmp_path / "steps"
+    d.mkdir()
+    (d / "steps.json").write_text(json.dumps(doc))
+    for s in doc["steps"]:
+        shutil.copy(STEPS11 / s["trace"], d)
+    return d
+
+
+def test_busy_overlap_counts_overlapping_kernels_once():
+    from types import SimpleNamespace as E
+
+    from kdvfs.importers import busy_overlap
+
+    ev = [E(ts_us=0, dur_us=10, stream=7), E(ts_us=5, dur_us=10, stream=8), E(ts_us=30, dur_us=5, stream=7)]
+    total, union, streams = busy_overlap(ev)
+    assert total == pytest.approx(25e-6) and union == pytest.approx(20e-6) and streams == 2
+
+
+def test_kernels_overlapping_on_several_streams_are_named(tmp_path, capsys):
+    """wav2vec 2.0's step runs its grouped convolution on 17 streams: its kernels' times sum to 74 % (batch 4) over the
+    time the GPU was busy. The model runs a trace's kernels one after another; validate-steps read +48 % (batch 4)
+    and +20 %, and import, analyze and validate-steps said nothing of the overlap."""
+    imp = import_kineto(STEPS11 / "wav2vec2-base-b4.kineto.json.gz")
+    assert imp.streams == 17 and imp.overlap_share == pytest.approx(0.74, abs=0.02)
+    code, out, err = run_cli(["trace", "import", str(STEPS11 / "wav2vec2-base-b4.kineto.json.gz"), "-o",
+                              str(tmp_path / "w.json")], capsys)
+    assert code == 0 and "kernels on 17 streams overlap: their times sum to 74 % more" in " ".join(err.split()), err
+    code, out, err = run_cli(["trace", "show", str(tmp_path / "w.json")], capsys)  # kept in the trace's notes
+    assert "17 streams overlap" in " ".join(out.split())
+    code, out, err = run_cli(["validate-steps", str(_steps11_folder(tmp_path, {"wav2vec2-base-b4"})), "--gpu",
+                              "h200"], capsys)
+    assert code == 0 and "note: the kernels of wav2vec2-base-b4 (+74 %) overlap on several streams" in " ".join(
+        out.split()), out
+    one = import_kineto(STEPS11 / "regnet-y-1.6gf-b32.kineto.json.gz")  # 5 streams, 0.7 %: no note
+    assert one.overlap_share < 0.01 and "streams overlap" not in one.trace.notes
+
+
+def test_validate_steps_skips_a_row_whose_trace_is_another_steps(tmp_path, capsys):
+    """steps.json's wav2vec 2.0 row naming Qwen3's trace was checked (+268 %): the GPU ran that trace's kernels for
+    2.6 × the measured step, its gap clipped to 0 without a word. Now the row is skipped with the reason."""
+    d = _steps11_folder(tmp_path, {"wav2vec2-base", "qwen3-0.6b"}, swap=True)
+    code, out, err = run_cli(["validate-steps", str(d), "--gpu", "h200", "--json"], capsys)
+    assert code == 0, err
+    rows = {r["model"]: r for r in json.loads(out)["steps"]}
+    assert "is not this step's" in rows["wav2vec2-base"]["skipped"] and "qwen3-0.6b.kineto" in rows[
+        "wav2vec2-base"]["skipped"]

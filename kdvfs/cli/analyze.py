@@ -105,6 +105,9 @@ def cmd_analyze(a) -> int:
         from kdvfs.cli.common import shapes_note
 
         shapes_note(t, err)  # once the work is done: a refused command stays one line
+    from kdvfs.cli.common import overlap_note
+
+    overlap_note(t, err)
     if a.json:
         print_json(doc)
         return 0

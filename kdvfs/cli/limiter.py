@@ -331,6 +331,14 @@ def cmd_validate_steps(a) -> int:
         c.print("predicted for " + card_line(anchor), markup=False)
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    from kdvfs.importers import OVERLAP_NOTE_SHARE
+
+    over = [(r["model"], r["predicted"].get("trace_overlap_pct", 0.0)) for r in doc["steps"] if "predicted" in r]
+    over = [(m, p) for m, p in over if p > 100 * OVERLAP_NOTE_SHARE]
+    if over:  # wav2vec 2.0 read +20 % and +48 % without a word of it
+        c.print("note: the kernels of " + ", ".join(f"{m} (+{p:.0f} %)" for m, p in over) + " overlap on several "
+                "streams: their times summed exceed the time the GPU was busy by that much, and the model runs a "
+                "step's kernels one after another, so its time and energy read high there", markup=False)
     # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's
     what = {"idle_after": f"the idle power after the --characterization campaign, on {ch_card}" if a.characterization
             else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"

@@ -113,12 +113,14 @@ def cmd_trace_import(a) -> int:
             imp = import_kineto(src, name=a.name, repeats=reps, step=a.step, progress=prog)
         t = imp.trace
         info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
-                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used}
+                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used,
+                "streams": imp.streams, "busy_union_s": imp.busy_union_s, "overlap_share": imp.overlap_share}
     save_trace(t, a.output)
     if src.suffix != ".csv":  # after the output is written: a refused -o stays one line
-        from kdvfs.cli.common import shapes_note
+        from kdvfs.cli.common import overlap_note, shapes_note
 
         shapes_note(t)
+        overlap_note(t)
     doc = dict(t.summary(), output=str(a.output), **info)
     if a.json:
         print_json(doc)
