@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import one_error_line, one_step_folder, run_cli
 
-from hw_backend.module_ranges import marked_modules, module_ranges
 from kdvfs.importers import import_kineto
 from kdvfs.profile import load_profile, save_profile
 from kdvfs.runtime_plan import regions_of
@@ -203,6 +202,8 @@ def _recorder(log):
 
 
 def test_module_ranges_mark_the_modules_that_hold_others_and_nest():
+    from hw_backend.module_ranges import marked_modules, module_ranges
+
     model = _Mod(Block(Leaf(), Leaf()), Block(Leaf()))
     names = [n for _, n in marked_modules(model)]
     assert names == ["kdvfs.module:_Mod_0", "kdvfs.module:Block_0", "kdvfs.module:Block_1"]  # leaves are not marked
@@ -218,6 +219,8 @@ def test_module_ranges_mark_the_modules_that_hold_others_and_nest():
 
 
 def test_module_ranges_close_what_a_failed_forward_left_open():
+    from hw_backend.module_ranges import module_ranges
+
     model = _Mod(Block(Leaf(), fail=True))
     log: list = []
     with pytest.raises(RuntimeError), module_ranges(model, _recorder(log)):
