@@ -509,3 +509,15 @@ def test_validate_steps_skips_a_row_whose_trace_is_another_steps(tmp_path, capsy
     rows = {r["model"]: r for r in json.loads(out)["steps"]}
     assert "is not this step's" in rows["wav2vec2-base"]["skipped"] and "qwen3-0.6b.kineto" in rows[
         "wav2vec2-base"]["skipped"]
+
+
+def test_whatif_with_an_anchored_profile_says_which_card_it_prices(tmp_path, capsys):
+    """whatif builds the card by name in its workers: with a profile built with --anchors it prices the limiter's idle
+    card and the stalls at the bundled card's idle power. Not mended (left to the lead); said on stderr."""
+    p = tmp_path / "p.csv"
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "--anchors", str(ANCHOR_A1), "-o", str(p)],
+                   capsys)[0] == 0
+    code, out, err = run_cli(["whatif", "--trace", TRACE, "--profile", str(p), "--latency", "6e-3", "--mechanism",
+                              "sync", "--policy", "auto", "--json"], capsys)
+    assert code == 0, err
+    assert "Caution: the profile was built for the card of anchorA1.json.gz" in " ".join(err.split()), err
