@@ -299,6 +299,16 @@ def load_profile(path: str | Path) -> Profile:
     need = {"kernel", "core_mhz", "mem_mhz", "time_s", "power_w"}
     if header is None:
         raise FormatError(f"profile file {str(path)!r} has no data rows")
+    if not need <= set(header) and text[pos:].lstrip().startswith(("{", "[")):
+        # a schedule or trace given as --profile read "needs columns …; it has {"
+        import json
+
+        try:
+            fmt = json.loads(text).get("format")
+        except (ValueError, AttributeError):
+            fmt = None
+        raise FormatError(f"profile {str(path)!r} is JSON" + (f" (a {fmt} document)" if fmt else "") + ", not a "
+                          "profile CSV; give the profile (`kdvfs profile build -o P.csv`) there")
     if not need <= set(header):
         raise FormatError(f"profile {str(path)!r} needs columns {', '.join(sorted(need))}; it has {', '.join(header)}")
     ik, ic, im, it, ip = (header.index(c) for c in ("kernel", "core_mhz", "mem_mhz", "time_s", "power_w"))

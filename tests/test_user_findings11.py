@@ -521,3 +521,20 @@ def test_whatif_with_an_anchored_profile_says_which_card_it_prices(tmp_path, cap
                               "sync", "--policy", "auto", "--json"], capsys)
     assert code == 0, err
     assert "Caution: the profile was built for the card of anchorA1.json.gz" in " ".join(err.split()), err
+
+
+def test_optimize_does_not_write_its_schedule_over_a_profile(tmp_path, capsys):
+    """`optimize -o my.profile.csv.gz` replaced the user's profile with a schedule, exit 0; the next `analyze --profile
+    my.profile.csv.gz` then said "needs columns …; it has {". Now -o replaces only a schedule, and a JSON document
+    given as a profile is named."""
+    p = tmp_path / "my.profile.csv.gz"
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(p)], capsys)[0] == 0
+    before = p.read_bytes()
+    code, out, err = run_cli(["optimize", "--trace", TRACE, "-o", str(p)], capsys)
+    one_error_line(code, out, err, "is not a kdvfs schedule", "give a new file name")
+    assert p.read_bytes() == before
+    s = tmp_path / "s.json"
+    for slack in ("1", "2"):  # a schedule is replaced by the next one
+        assert run_cli(["optimize", "--trace", TRACE, "--slack", slack, "-o", str(s)], capsys)[0] == 0
+    code, out, err = run_cli(["analyze", TRACE, "--profile", str(s), "-o", str(tmp_path / "an")], capsys)
+    one_error_line(code, out, err, "is JSON (a kdvfs-schedule/1 document), not a profile CSV")

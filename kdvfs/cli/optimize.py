@@ -27,9 +27,13 @@ def cmd_optimize(a) -> int:
     from kdvfs.switching import SwitchCosts
 
     if a.output:
+        from kdvfs.cli.characterize import _refuse_foreign
         from kdvfs.fileio import check_output_path
+        from kdvfs.schedule import FORMAT as SCHEDULE_FORMAT
 
         check_output_path(a.output, "schedule output")
+        # `optimize -o my.profile.csv.gz` replaced the profile with a schedule, exit 0: only a schedule is replaced
+        _refuse_foreign(a.output, SCHEDULE_FORMAT, "schedule output", "a kdvfs schedule")
     pb = problem(a)
     lim = None
     if a.limiter != "off":
