@@ -538,3 +538,10 @@ def test_optimize_does_not_write_its_schedule_over_a_profile(tmp_path, capsys):
         assert run_cli(["optimize", "--trace", TRACE, "--slack", slack, "-o", str(s)], capsys)[0] == 0
     code, out, err = run_cli(["analyze", TRACE, "--profile", str(s), "-o", str(tmp_path / "an")], capsys)
     one_error_line(code, out, err, "is JSON (a kdvfs-schedule/1 document), not a profile CSV")
+
+
+def test_sweep_settings_in_another_form_name_the_form(tmp_path, capsys):
+    """`sweep --settings 1980/3201` said "core '1980/3201' is not a number of MHz or 'auto'", not the CORE:MEM form."""
+    code, out, err = run_cli(["sweep", "--backend", "fake", "--trace", TRACE, "--gpu", "h200", "--settings",
+                              "1980/3201", "-o", str(tmp_path / "s.csv")], capsys)
+    one_error_line(code, out, err, "--settings '1980/3201'", "CORE:MEM", "e.g. 1980:3201")
