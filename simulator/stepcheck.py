@@ -200,14 +200,15 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8 text
         raise FormatError(f"{str(path)!r} is not JSON ({e})") from None
+    measured_on = doc.get("gpu") if isinstance(doc, dict) else None
+    if isinstance(measured_on, str) and measured_on and spec.name not in re.sub(r"[\s_-]", "", measured_on.lower()):
+        # a measurement of another card judged by this card's model says nothing about either (checked before the
+        # limiter: H200 steps with --gpu h100 said "h100 has no fitted limiter model", not the mismatch)
+        raise InputError(f"{str(path)!r} was measured on {measured_on!r}, not on {spec.name} ({spec.full_name}); "
+                         f"give the --gpu it was measured on, or steps measured on {spec.name}")
     lim = lim or limiter_for(spec)
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
-    measured_on = doc.get("gpu") if isinstance(doc, dict) else None
-    if isinstance(measured_on, str) and measured_on and spec.name not in re.sub(r"[\s_-]", "", measured_on.lower()):
-        # a measurement of another card judged by this card's model says nothing about either
-        raise InputError(f"{str(path)!r} was measured on {measured_on!r}, not on {spec.name} ({spec.full_name}); "
-                         f"give the --gpu it was measured on, or steps measured on {spec.name}")
     steps = _checked_steps(doc, path)
     imported = {} if _imported is None else _imported
     rows = []

@@ -545,3 +545,10 @@ def test_sweep_settings_in_another_form_name_the_form(tmp_path, capsys):
     code, out, err = run_cli(["sweep", "--backend", "fake", "--trace", TRACE, "--gpu", "h200", "--settings",
                               "1980/3201", "-o", str(tmp_path / "s.csv")], capsys)
     one_error_line(code, out, err, "--settings '1980/3201'", "CORE:MEM", "e.g. 1980:3201")
+
+
+def test_validate_steps_names_the_card_mismatch_first(tmp_path, capsys):
+    """H200 steps with --gpu h100 said "h100 has no fitted limiter model; fit one", not that they were the H200's."""
+    steps = one_step_folder(tmp_path, LEASE_A)
+    code, out, err = run_cli(["validate-steps", str(steps), "--gpu", "h100"], capsys)
+    one_error_line(code, out, err, "was measured on 'NVIDIA H200', not on h100")
