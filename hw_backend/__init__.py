@@ -12,7 +12,8 @@
 - ``runtime`` — ``ClockRuntime``: applies a schedule inside a training loop from boundary events, writes off the
   training thread; ``torch_runtime`` — ``KdvfsRuntime``, the PyTorch glue (module and optimizer hooks, CUDA events).
 - ``characterize`` — the observe-only kernel zoo and limiter step responses (``FakeZoo``; ``zoo_torch.TorchZoo`` on a
-  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config);
+  GPU); ``steps`` — real training steps measured observe-only (the block, Hugging Face models from config), their
+  modules marked in the recorded step by ``module_ranges``;
   ``ddp`` — a data-parallel step over several GPUs measured observe-only (run under ``torchrun``).
 pynvml and torch are imported only where needed.
 """

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hw_backend.nvml import machine_identity
+from hw_backend.nvml import machine_identity, refuse_other_card
 from hw_backend.sampling import (  # noqa: F401 — Sampler and CounterWatch, re-exported where they were
     COUNTER_READ_PERIOD_S,
     CounterWatch,
@@ -55,6 +55,7 @@ from hw_backend.zoo import (  # noqa: F401 — the zoo's names, re-exported wher
 )
 from kdvfs.errors import FormatError, InputError, ObserveOnlyError
 from kdvfs.fileio import write_atomic
+from kdvfs.profile import MAX_CLOCK_MHZ
 from kdvfs.work import math_class
 
 __all__ = [
@@ -297,7 +298,17 @@ def load_characterization(path: str | Path) -> dict:
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
                 raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}): {key!r} must be a positive number, "
                                   f"got {v!r}; re-measure it with `kdvfs characterize` or remove the entry")
+        # damage, not a measurement: an anchor at sm_mhz_median 1e9 was fitted (core and memory scales fell to 1)
+        for key, top, unit in (("sm_mhz_median", MAX_CLOCK_MHZ, "MHz"), ("power_w", MAX_POWER_W, "W")):
+            if k[key] > top:
+                raise FormatError(f"{str(path)!r}: kernel {i} ({k.get('name')!r}): {key!r} is {k[key]!r} {unit}, over "
+                                  f"the {top:g} {unit} no GPU reaches; the file is damaged: re-measure it with `kdvfs "
+                                  "characterize` or remove the entry")
     return doc
+
+
+MAX_POWER_W = 10_000.0
+"""No GPU board draws 10 kW: a larger power in a characterisation file is damage."""
 
 
 IDLE_SETTLE_S = 3.0
@@ -401,6 +412,7 @@ def characterize(be, ex: Executor, out: str | Path, *, zoo: Sequence[ZooKernel] 
 def _check_resume(out: Path, doc: dict, be, window_s: float, warmup_s: float) -> None:
     """Resume only the same campaign: entries of another card, driver or window in one file would be fitted as one
     measurement (a fake run resumed into a real card's file would add the fake's numbers to it without a word)."""
+    refuse_other_card(out, doc, be, "a campaign")  # another H200 (a killed anchor run resumed in the next lease)
     now = {"gpu": be.name, "driver": _driver(be), "window_s": window_s, "warmup_s": warmup_s}
     for key, v in now.items():
         had = doc.get(key)

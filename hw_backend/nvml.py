@@ -37,7 +37,7 @@ from kdvfs.errors import (
 )
 
 __all__ = ["Host", "NvmlBackend", "Pynvml", "SystemHost", "clock_step_mhz", "load_pynvml", "machine_identity",
-           "select_device"]
+           "refuse_other_card", "select_device"]
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +336,16 @@ class NvmlBackend:
     def close(self) -> None:
         with contextlib.suppress(HardwareError):
             self._call(self.nvml.nvmlShutdown, what="shut NVML down")
+
+
+def refuse_other_card(out, doc: dict, be, what: str) -> None:
+    """Refuse resuming ``out`` (a measurement file whose document is ``doc``) on another card than it holds: the two
+    cards' entries would be read as one card's, under the first one's UUID. Only where both UUIDs are known."""
+    had, now = doc.get("gpu_uuid"), getattr(be, "uuid", None) or None
+    if had and now and str(had) != str(now):
+        raise InputError(f"{str(out)!r} holds {what} measured on card {had}; this run is on card {now} (another lease "
+                         "or GPU), so its results cannot be added there (resuming continues one card's measurement); "
+                         "give a new -o")
 
 
 def machine_identity(be, cpuinfo: str = "/proc/cpuinfo") -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hw_backend.characterize import Sampler
-from hw_backend.nvml import machine_identity
+from hw_backend.nvml import machine_identity, refuse_other_card
 from kdvfs.errors import HardwareError, InputError
 from kdvfs.fileio import write_atomic
 
@@ -195,6 +195,7 @@ def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+    step.module = model  # type: ignore[attr-defined]  # _record marks its modules (hw_backend.module_ranges)
     return step
 
 
@@ -370,7 +371,11 @@ def _record(step, out: Path, torch, warmup: int = 3) -> dict:
     if torch.cuda.is_available():
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     sched = torch.profiler.schedule(wait=0, warmup=warmup, active=1, repeat=1)
-    with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, with_modules=True) as prof:
+    from hw_backend.module_ranges import module_ranges
+
+    # the model's modules as kdvfs.module: ranges, so analyze can switch at its layers (only while recording)
+    with (module_ranges(getattr(step, "module", None), torch.profiler.record_function),
+          torch.profiler.profile(activities=acts, schedule=sched, record_shapes=True, with_modules=True) as prof):
         for _ in range(warmup + 1):
             step()
             if torch.cuda.is_available():
@@ -460,6 +465,7 @@ def measure_steps(be, out_dir: str | Path, *, models=MODELS, window_s: float = 1
         "format": "kdvfs-steps/1", "gpu": be.name, "power_limit_w": be.capabilities().power_limit_w,
         "torch": torch.__version__, "command": command, "window_s": window_s, "warmup_s": warmup_s,
         **machine_identity(be), "steps": []}
+    refuse_other_card(path, doc, be, "steps")  # resumed on another card, its steps were filed under the first's UUID
     have = {s["model"] for s in doc["steps"] if "error" not in s}
     for name in models:
         if name in have:

@@ -129,7 +129,11 @@ def parse_settings(text: str, spec: GpuSpec) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
         core_txt, _, mem_txt = part.strip().partition(":")
-        st = (parse_clock(core_txt, "core"), parse_clock(mem_txt or "auto", "mem"))
+        try:
+            st = (parse_clock(core_txt, "core"), parse_clock(mem_txt or "auto", "mem"))
+        except FormatError as e:  # '1980/3201' read "core '1980/3201' is not a number", without the form
+            raise InputError(f"--settings {text!r}: {e}; each setting is CORE:MEM in MHz or auto, comma-separated "
+                             "(e.g. 1980:3201,auto:auto), or study, or all") from None
         spec.check_setting(*st)
         out.append(st)
     if not out:

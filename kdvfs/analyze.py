@@ -193,7 +193,8 @@ def coarse_boundaries_note(doc: dict[str, Any]) -> str | None:
         return None
     return (f"Module boundaries: the trace has {n} runtime region(s) (the step, the optimizer) and no module "
             "annotations, so the module-boundary schedules can switch only there. Record with "
-            "`with_modules=True, with_stack=True` (README, step 1) to let them switch at every layer.")
+            "`with_modules=True, with_stack=True` (README, step 1; `kdvfs measure-steps` marks its models' modules "
+            "since session 11) to let them switch at every layer.")
 
 
 def schedule_low_clock_note(pb: Problem, sched: Schedule | Iterable[Schedule], spec: GpuSpec,

@@ -151,6 +151,32 @@ class CardAnchor:
                 "entries": list(self.entries), "source": self.source, "loss": self.loss, "loss_before": self.loss_before,
                 "gpu": self.gpu, "gpu_uuid": self.gpu_uuid}
 
+    def header_items(self) -> tuple[tuple[str, str], ...]:
+        """What a profile built with these parameters records of its card (``Profile.card``): the anchor run (file
+        and card UUID) and the fitted parameters, as text."""
+        src = self.source.removesuffix(f" (card {self.gpu_uuid})") if self.gpu_uuid else self.source
+        # the numbers exactly (shortest round-trip): analyze --profile adapts the card from them (from_header)
+        items = (("anchors", src), ("gpu_uuid", self.gpu_uuid), ("static_w", repr(float(self.static_w))),
+                 ("core_scale", repr(float(self.core_scale))), ("mem_scale", repr(float(self.mem_scale))),
+                 ("ambient_shift_c", repr(float(self.ambient_shift_c))))
+        return tuple((k, v) for k, v in items if v)
+
+    @classmethod
+    def from_header(cls, items, gpu: str, where: str) -> CardAnchor:
+        """The parameters a profile's header records (``header_items``), checked as a report's are (``from_dict``)."""
+        d: dict[str, Any] = dict(items)
+        for k in ("static_w", "core_scale", "mem_scale", "ambient_shift_c"):
+            if k in d:
+                try:
+                    d[k] = float(d[k])
+                except ValueError:
+                    raise InputError(f"{where}: card.{k}={d[k]!r} is not a number; rebuild the profile with "
+                                     "`kdvfs profile build --anchors FILE`") from None
+        src = str(d.pop("anchors", ""))
+        if d.get("gpu_uuid"):
+            src += f" (card {d['gpu_uuid']})"
+        return cls.from_dict(d | {"source": src, "gpu": gpu}, where)
+
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
         fix = "write it with `kdvfs card-anchor FILE -o card.json`"
@@ -376,9 +402,11 @@ def fit_card_anchor(spec: GpuSpec, thermal, rows, gaps, source: str = "", params
                    loss=float(np.sum(res(x) ** 2)), loss_before=float(np.sum(r0 ** 2)))
 
 
-def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, params=DEFAULT_PARAMS) -> CardAnchor:
+def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, params=DEFAULT_PARAMS,
+                     params_given: bool = False) -> CardAnchor:
     """The card parameters of ``path``: a ``kdvfs-card-anchor/1`` document (``kdvfs card-anchor -o``) as stored, or a
-    characterisation file (``kdvfs characterize --set anchor``) whose anchor entries are fitted now."""
+    characterisation file (``kdvfs characterize --set anchor``) whose anchor entries are fitted now. ``params``
+    chooses what is fitted, so a stored document refuses them where the caller chose them (``params_given``)."""
     import gzip
     import json
 
@@ -393,6 +421,12 @@ def load_card_anchor(path: str | Path, spec: GpuSpec, variants: bool = True, par
         doc = doc["anchor"]  # the report of `kdvfs card-anchor -o`: its fitted parameters
     if isinstance(doc, dict) and doc.get("format") == ANCHOR_FORMAT:
         a = CardAnchor.from_dict(doc, f"--anchors {str(path)!r}")
+        if params_given:  # `--anchor-params static` with a report fitted with core and mem used them, exit 0
+            raise InputError(f"--anchor-params {','.join(params)} chooses what the anchors fit, and --anchors "
+                             f"{str(path)!r} is a `kdvfs card-anchor` report, fitted already (static {a.static_w:+.1f} W,"
+                             f" core × {a.core_scale:.3f}, memory-traffic × {a.mem_scale:.3f}): give the anchor run "
+                             "itself to fit other parameters (or `card-anchor --anchor-params` for a new report), or "
+                             "drop --anchor-params")
         # a report of another card (`card-anchor --gpu h200 -o card.json` then `profile build --gpu rtx3080ti
         # --anchors card.json`) adapted the RTX by the H200's parameters, exit 0; a report without its card's name
         # (written before it was recorded) is taken for a card the anchors can adapt (one with a thermal fit) only
@@ -455,6 +489,7 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
     sp, th = adapted(spec, thermal, a)
     others, other_gaps = list(lease.others), list(lease.other_gaps)
     seen = [Path(path).resolve()]
+    cautions = []
     for c in check or ():
         # the anchor file itself, or one file twice, counted every held-out entry twice (24 → 48 checked), exit 0
         if Path(c).resolve() in seen:
@@ -464,13 +499,19 @@ def check_file(path: str | Path, spec: GpuSpec, variants: bool = True, check: li
         seen.append(Path(c).resolve())
         more = split_lease(c, variants)
         refuse_other_card(c, more.gpu, spec, "--also")
+        if lease.gpu_uuid and more.gpu_uuid and str(more.gpu_uuid) != str(lease.gpu_uuid):
+            # another card's entries read as held out within this card's lease, exit 0, without a word
+            cautions.append(f"Caution: --also {Path(c).name} ran on card {more.gpu_uuid}, the anchors on card "
+                            f"{lease.gpu_uuid}: its entries are checked against another card's parameters, not held "
+                            "out within one lease; give the files measured in the anchors' lease")
         others += list(more.others)
         other_gaps += list(more.other_gaps)
     held = {"bundled": _entries(spec, thermal, others, other_gaps), "adapted": _entries(sp, th, others, other_gaps)}
     fitted = {"bundled": _entries(spec, thermal, lease.anchors, lease.anchor_gaps),
               "adapted": _entries(sp, th, lease.anchors, lease.anchor_gaps)}
-    return {"format": CHECK_FORMAT, "file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
+    return ({"format": CHECK_FORMAT, "file": name, "checked": [name] + [Path(c).name for c in check or ()], "gpu_uuid": lease.gpu_uuid,
             "anchor": a.to_dict(),
             "anchors": {k: _summary(v) | {"per_entry": v} for k, v in fitted.items()},
             "held_out": {k: _summary(v) | {"per_entry": v} for k, v in held.items()},
             "note": "held out within one lease: the anchors and the entries checked were measured in the same lease"}
+            | ({"caution": cautions} if cautions else {}))

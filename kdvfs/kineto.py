@@ -15,6 +15,7 @@ import bisect
 import gzip
 import json
 import logging
+import math
 import re
 import sys
 import zlib
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 
 LABEL_PREFIX = "kdvfs:"
 OP_PREFIX = "kdvfs.op:"
+MODULE_PREFIX = "kdvfs.module:"
+"""A ``record_function`` range named ``kdvfs.module:<Class>_<n>`` is a module frame, as ``nn.Module: <Class>_<n>`` is
+with ``with_stack=True``: ``kdvfs measure-steps`` marks its models' modules so (``hw_backend.module_ranges``) without
+the Python stacks, which would multiply the trace's size."""
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
 COPY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 _RUNTIME = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
@@ -236,13 +241,16 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
         if cat in GPU_CATS:
             a = ev.get("args") or {}
             d = ev.get("dur")
-            if not isinstance(d, (int, float)) or isinstance(d, bool) or d <= 0:
+            if not isinstance(d, (int, float)) or isinstance(d, bool) or not 0 < d < math.inf:
                 raise FormatError(
                     f"{str(path)!r}: GPU event {str(ev.get('name'))[:120]!r} at ts={ev.get('ts')} has duration {d!r}; durations "
                     "must be positive — the trace is damaged, record it again")
+            ts = float(ev.get("ts", 0))
+            if not math.isfinite(ts):  # a NaN start sorted anywhere: the step's structure was lost, exit 0
+                _bad_ts(path, ev)
             nb = a.get("bytes")
             raw.gpu.append(GpuEvent(
-                float(ev.get("ts", 0)), float(d), sys.intern(str(ev.get("name", "kernel"))), cat,
+                ts, float(d), sys.intern(str(ev.get("name", "kernel"))), cat,
                 a.get("stream") if isinstance(a.get("stream"), int) else None, _tuple_or_none(a.get("grid")),
                 _tuple_or_none(a.get("block")), float(nb) if isinstance(nb, (int, float)) and nb else None,
                 a.get("correlation"), a.get("External id")))
@@ -252,17 +260,26 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
         if cat in _RUNTIME:
             a = ev.get("args") or {}
             if "correlation" in a:
-                raw.launches[a["correlation"]] = (float(ev.get("ts", 0)), (ev.get("pid"), ev.get("tid")))
+                ts = float(ev.get("ts", 0))
+                if not math.isfinite(ts):
+                    _bad_ts(path, ev)
+                raw.launches[a["correlation"]] = (ts, (ev.get("pid"), ev.get("tid")))
             return
         nm = ev.get("name", "")
         if cat in _CPU:
             nm = str(nm)
             ts = float(ev.get("ts", 0))
             end = ts + float(ev.get("dur", 0))
+            if not math.isfinite(end):  # NaN or infinite start or duration: the interval would enclose anything
+                _bad_ts(path, ev)
             key = (ev.get("pid"), ev.get("tid"))
             if nm.startswith(LABEL_PREFIX):
                 raw.labelled = True
                 raw.labels.append((ts, end, nm[len(LABEL_PREFIX):]))
+                return
+            if nm.startswith(MODULE_PREFIX):
+                threads.setdefault(key, []).append((ts, end, MODULE, sys.intern(nm[len(MODULE_PREFIX):]), None, None,
+                                                    False))
                 return
             if nm.startswith(OP_PREFIX):
                 raw.stages.append((ts, end, nm[len(OP_PREFIX):]))
@@ -293,13 +310,18 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
             nm = str(nm)
             if nm.startswith("nn.Module: "):
                 ts = float(ev.get("ts", 0))
+                end = ts + float(ev.get("dur", 0))
+                if not math.isfinite(end):
+                    _bad_ts(path, ev)
                 key = (ev.get("pid"), ev.get("tid"))
-                threads.setdefault(key, []).append((ts, ts + float(ev.get("dur", 0)), MODULE, sys.intern(nm[11:]),
-                                                   None, None, False))
+                threads.setdefault(key, []).append((ts, end, MODULE, sys.intern(nm[11:]), None, None, False))
             elif "backward" in nm or _OPTIMIZER.search(nm):
                 ts = float(ev.get("ts", 0))
+                end = ts + float(ev.get("dur", 0))
+                if not math.isfinite(end):
+                    _bad_ts(path, ev)
                 threads.setdefault((ev.get("pid"), ev.get("tid")), []).append(
-                    (ts, ts + float(ev.get("dur", 0)), OP, sys.intern(nm), None, None, False))
+                    (ts, end, OP, sys.intern(nm), None, None, False))
 
     if Path(path).is_dir():
         raise FormatError(f"PyTorch profiler trace file {str(path)!r} is a directory; give the path of the trace file "
@@ -322,6 +344,12 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
     if progress is not None:
         progress(stream.consumed + stream.pos)
     return raw
+
+
+def _bad_ts(path: Path, ev: dict) -> None:
+    raise FormatError(f"{str(path)!r}: event {str(ev.get('name'))[:120]!r} ({ev.get('cat')}) has start ts="
+                      f"{ev.get('ts')!r} and duration {ev.get('dur')!r}; both must be finite numbers of microseconds — "
+                      "the trace is damaged, record or export it again")
 
 
 def _refuse_duplicated_events(path: Path, gpu: list[GpuEvent]) -> None:

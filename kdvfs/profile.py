@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import numpy as np
 
@@ -72,6 +73,9 @@ class Profile:
         trace_sha: content hash of the trace's kernels (``kdvfs.identity.trace_sha``), when known.
         eff_core_mhz: shape (kernels, settings): the core clock each kernel runs at there (after power-cap
             throttling; the driver's choice at ``auto``), when known (model-built profiles; optional column).
+        card: the one card the model was adapted to (``profile build --anchors``), as (key, value) pairs: the anchor
+            run, its card's UUID and the fitted parameters (``CardAnchor.header_items``); written as ``card.KEY=VALUE``
+            words of the header line; empty for the bundled fit.
     """
 
     keys: tuple[str, ...]
@@ -83,6 +87,7 @@ class Profile:
     trace: str = ""
     trace_sha: str = ""
     eff_core_mhz: np.ndarray | None = None
+    card: tuple[tuple[str, str], ...] = ()
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -187,7 +192,9 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
     path = Path(path)
     buf = io.StringIO()
     sha = f" trace_sha={profile.trace_sha}" if profile.trace_sha else ""
-    buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}{sha}\n")
+    # quoted: the header is split into words at spaces, and an anchor file's name may hold one
+    card = "".join(f" card.{k}={quote(str(v), safe='+-.,:()_')}" for k, v in profile.card)
+    buf.write(f"# {FORMAT} gpu={profile.gpu or '-'} trace={profile.trace or '-'}{sha}{card}\n")
     w = csv.writer(buf, lineterminator="\n")
     eff = profile.eff_core_mhz
     w.writerow(["kernel", "core_mhz", "mem_mhz", "time_s", "power_w", "energy_j", "source"]
@@ -292,6 +299,16 @@ def load_profile(path: str | Path) -> Profile:
     need = {"kernel", "core_mhz", "mem_mhz", "time_s", "power_w"}
     if header is None:
         raise FormatError(f"profile file {str(path)!r} has no data rows")
+    if not need <= set(header) and text[pos:].lstrip().startswith(("{", "[")):
+        # a schedule or trace given as --profile read "needs columns …; it has {"
+        import json
+
+        try:
+            fmt = json.loads(text).get("format")
+        except (ValueError, AttributeError):
+            fmt = None
+        raise FormatError(f"profile {str(path)!r} is JSON" + (f" (a {fmt} document)" if fmt else "") + ", not a "
+                          "profile CSV; give the profile (`kdvfs profile build -o P.csv`) there")
     if not need <= set(header):
         raise FormatError(f"profile {str(path)!r} needs columns {', '.join(sorted(need))}; it has {', '.join(header)}")
     ik, ic, im, it, ip = (header.index(c) for c in ("kernel", "core_mhz", "mem_mhz", "time_s", "power_w"))
@@ -337,7 +354,8 @@ def load_profile(path: str | Path) -> Profile:
         )
     # the optional column counts only where every row has it (old profiles have none)
     return Profile(tuple(keys), tuple(settings), T, P, S, meta.get("gpu", ""), meta.get("trace", ""),
-                   meta.get("trace_sha", ""), None if np.isnan(EF).any() else EF)
+                   meta.get("trace_sha", ""), None if np.isnan(EF).any() else EF,
+                   tuple((k[5:], unquote(v)) for k, v in meta.items() if k.startswith("card.")))
 
 
 _Parsed = tuple  # (keys, settings, kernel index, setting index, time, power, source names, source index, eff or None)

@@ -42,6 +42,12 @@ def _params_as_profile_build(trace, spec):
     return default_params(trace, spec)
 
 
+MAX_BUSY_SHARE = 1.2
+"""The GPU runs a recorded step's kernels (overlapping ones counted once) for at most 0.99 of the measured step on
+every stored step (77); over 1.2 × it, the trace is another step's. The kernels summed reach 1.20 × (wav2vec 2.0:
+they overlap on 17 streams), so the sum is no test."""
+
+
 def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params_fn=_params_as_profile_build,
               measured_time_s: float | None = None, gap_power_w: float | None = None,
               imported: dict | None = None, thermal=None) -> dict:
@@ -55,11 +61,12 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
 
     key = (str(kineto), model)  # ``imported``: traces already read in this check (the gap-power reruns reuse them)
     if imported is not None and key in imported:
-        trace = imported[key]
+        trace, union_s, overlap = imported[key]
     else:
-        trace = import_kineto(kineto, name=model).trace
+        imp = import_kineto(kineto, name=model)
+        trace, union_s, overlap = imp.trace, imp.busy_union_s, imp.overlap_share
         if imported is not None:
-            imported[key] = trace
+            imported[key] = (trace, union_s, overlap)
     params = params_fn(trace, spec)
     # only the auto setting is simulated; its rows equal those of the full `profile build` grid
     prof = build_profile(trace, spec, params, settings=[(AUTO, AUTO)])
@@ -79,7 +86,14 @@ def check_one(kineto: Path, model: str, spec: GpuSpec, lim: LimiterModel, params
         return {"time_s": r["time_s"], "energy_j": r["energy_j"], "anchored_at_mhz": f, **r["limiter"]}
 
     busy = float(trace.repeats @ trace.times_s)  # the recorded kernels' durations, summed
+    if measured_time_s is not None and union_s > MAX_BUSY_SHARE * measured_time_s:
+        # another step's trace (steps.json's 'trace' naming another model's file) was checked, and its gaps clipped
+        # to 0 without a word: wav2vec 2.0's row with Qwen3's trace read +268 %
+        raise InputError(f"{kineto.name}: the GPU ran its kernels for {union_s:.4g} s, {union_s / measured_time_s:.2f} "
+                         f"× the measured step of {model!r} ({measured_time_s:.4g} s); a step's kernels fit in its "
+                         "time, so the trace is not this step's: check the 'trace' that steps.json names for it")
     out = {"trace_kernels": len(trace.kernels), "trace_instances": int(len(trace.instances())), "trace_busy_s": busy,
+           "trace_busy_union_s": union_s, "trace_overlap_pct": 100 * overlap,
            "isolated": {"time_s": pb.auto_time_s, "energy_j": pb.auto_energy_j, "median_core_mhz": iso_median},
            "limiter": limited()}
     if measured_time_s is not None and (gap_power_w is not None or thermal is not None):
@@ -166,14 +180,15 @@ def _checked_steps(doc, path: Path) -> list[dict]:
 
 def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None = None, params_fn=None,
                 gap_power_w: float | None = None, alt_gap_powers: dict | None = None,
-                _imported: dict | None = None, thermal=None) -> dict:
+                _imported: dict | None = None, thermal=None, progress=None) -> dict:
     """The report: per step the measurement, the predictions, their errors and whether the targets are met.
 
     The model predicts the GPU's kernels; the host time between steps (the measured step time minus the predicted busy
     time) is no prediction of it. With ``gap_power_w`` that time is added as GPU idle at that power (``*_with_gaps``),
     and the targets are judged on ``limiter_with_gaps``; without it, on ``limiter`` (kernels only).
     ``alt_gap_powers``: name → watts, the same check with other gap powers (how much the answer leans on it).
-    ``thermal``: each step's gaps at the gap power of its own operating temperature (``check_one``)."""
+    ``thermal``: each step's gaps at the gap power of its own operating temperature (``check_one``).
+    ``progress(what, fraction)`` before each step is checked."""
     d = Path(steps_dir)
     path = d / "steps.json"
     if d.is_file():  # the steps.json itself (its folder holds the traces)
@@ -185,19 +200,22 @@ def check_steps(steps_dir: str | Path, spec: GpuSpec, lim: LimiterModel | None =
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8 text
         raise FormatError(f"{str(path)!r} is not JSON ({e})") from None
+    measured_on = doc.get("gpu") if isinstance(doc, dict) else None
+    if isinstance(measured_on, str) and measured_on and spec.name not in re.sub(r"[\s_-]", "", measured_on.lower()):
+        # a measurement of another card judged by this card's model says nothing about either (checked before the
+        # limiter: H200 steps with --gpu h100 said "h100 has no fitted limiter model", not the mismatch)
+        raise InputError(f"{str(path)!r} was measured on {measured_on!r}, not on {spec.name} ({spec.full_name}); "
+                         f"give the --gpu it was measured on, or steps measured on {spec.name}")
     lim = lim or limiter_for(spec)
     if lim is None:
         raise InputError(f"{spec.name} has no fitted limiter model; fit one with `kdvfs limiter fit` first")
-    measured_on = doc.get("gpu") if isinstance(doc, dict) else None
-    if isinstance(measured_on, str) and measured_on and spec.name not in re.sub(r"[\s_-]", "", measured_on.lower()):
-        # a measurement of another card judged by this card's model says nothing about either
-        raise InputError(f"{str(path)!r} was measured on {measured_on!r}, not on {spec.name} ({spec.full_name}); "
-                         f"give the --gpu it was measured on, or steps measured on {spec.name}")
     steps = _checked_steps(doc, path)
     imported = {} if _imported is None else _imported
     rows = []
-    for st in steps:
+    for i, st in enumerate(steps):
         model = st["model"]
+        if progress is not None:  # the other gap powers' checks reuse the imports: a few per cent of the time
+            progress(f"{model} ({i + 1}/{len(steps)})", i / len(steps))
         if "error" in st:
             rows.append({"model": model, "skipped": f"not measured: {st['error']}"})
             continue

@@ -188,7 +188,8 @@ def test_whatif_keeps_its_csv_when_the_figure_fails(tmp_path, capsys, monkeypatc
 
 def test_an_existing_output_is_untouched_when_the_write_fails(tmp_path, capsys, monkeypatch):
     out = tmp_path / "s.json"
-    out.write_text("old")
+    old = '{"format": "kdvfs-schedule/1"}'  # an earlier schedule: optimize -o replaces only a schedule (session 11)
+    out.write_text(old)
 
     def full(*a, **k):
         raise OSError(28, "No space left on device")
@@ -196,7 +197,7 @@ def test_an_existing_output_is_untouched_when_the_write_fails(tmp_path, capsys, 
     monkeypatch.setattr(os, "fsync", full)
     _error(*cli(["optimize", "--trace", RTX, "-o", out], capsys)[::2], "could not be written (No space left",
            "unchanged")
-    assert out.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+    assert out.read_text() == old and sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
 
 
 # ---------------------------------------------------------------------- malformed files

@@ -41,6 +41,9 @@ def load_any_trace(ref: str, step: str = "last", err=None):
     return load_trace(ref)
 
 
+DEFAULT_SLACKS_PCT = (0.0, 1.0, 2.0, 5.0)
+
+
 def cmd_analyze(a) -> int:
     from kdvfs.analyze import IDEAL, analyze, coarse_boundaries_note, low_clock_note, switch_queue_note, write_report
     from kdvfs.gpus import SwitchModel, get_gpu
@@ -58,6 +61,10 @@ def cmd_analyze(a) -> int:
         raise InputError("analyze needs the card to plan for: give --gpu NAME (see `kdvfs gpu list`), or a --profile "
                          "whose header names it")
     spec = get_gpu(gpu)
+    if prof is not None:  # as optimize, simulate and compare refuse it: an h200 profile planned as an rtx3080ti's, exit 0
+        from kdvfs.identity import check_card
+
+        check_card(prof.gpu, spec.name)
     if a.anchors and prof is not None:
         raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
                          f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "
@@ -65,6 +72,10 @@ def cmd_analyze(a) -> int:
     from kdvfs.cli.anchor import anchor_card
 
     spec, _, anchor = anchor_card(spec, a.anchors, a.anchor_params)  # unchanged without --anchors
+    from kdvfs.cli.anchor import profile_card
+
+    # built with --anchors: the limiter check's idle card is that card too (said below, on stdout)
+    spec, prof_card = profile_card(spec, prof, f"--profile {a.profile!r}", say=False)
     if prof is None:  # built from the kernel model of spec, from this trace's times
         from kdvfs.cli.common import note_other_card
 
@@ -77,11 +88,13 @@ def cmd_analyze(a) -> int:
         # each slack once, smallest first: `--slack 1 1` repeated every row, and a boundary schedule refused under the
         # limiter falls back to a smaller slack's accepted one only if that slack came earlier (`--slack 5 1` and
         # `--slack 1 5` could give two answers for 5 %)
-        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack)), a.mechanism, sw, not a.no_kernel_switch_aware,
+        doc, schedules = analyze(t, spec, prof, sorted(set(a.slack or DEFAULT_SLACKS_PCT)), a.mechanism, sw, not a.no_kernel_switch_aware,
                                  progress=None if prog is None else (lambda what, n, tot: prog(what, n / tot)),
                                  accept=None if judge is None else judge.within)
     if anchor is not None:  # in analysis.json and report.md, not only on the screen: the numbers are this card's
         doc["card_anchor"] = anchor.to_dict()
+    if prof_card is not None:  # a profile built with --anchors: its powers are that card's
+        doc["profile_card"] = prof_card.to_dict()
     lim_rows = limiter_check_rows(judge, schedules, doc["rows"])
     if lim_rows:
         doc["limiter_check"] = lim_rows
@@ -92,6 +105,9 @@ def cmd_analyze(a) -> int:
         from kdvfs.cli.common import shapes_note
 
         shapes_note(t, err)  # once the work is done: a refused command stays one line
+    from kdvfs.cli.common import overlap_note
+
+    overlap_note(t, err)
     if a.json:
         print_json(doc)
         return 0
@@ -102,6 +118,10 @@ def cmd_analyze(a) -> int:
         from kdvfs.cli.anchor import card_line
 
         c.print("Card: " + card_line(anchor), markup=False)
+    if prof_card is not None:
+        from kdvfs.cli.anchor import card_line
+
+        c.print("Card: the profile was built (`profile build --anchors`) for " + card_line(prof_card), markup=False)
     c.print(table(f"per iteration, against auto clocks (each kernel throttled on its own: "
                   f"{1e3 * doc['auto']['time_s']:.4g} ms)", ["slack", "policy", "time %", "energy %", "switches"],
                   [[f"{r['slack_pct']:g} %", r["policy"] + (f" ({r['mechanism']})" if r["policy"] == "naive" else ""),
@@ -149,8 +169,10 @@ def register(sub, j) -> None:
     from kdvfs.cli.anchor import add_anchor_args
 
     add_anchor_args(sp, "; not with --profile")
-    sp.add_argument("--slack", type=float, nargs="+", default=[0.0, 1.0, 2.0, 5.0],
-                    help="tolerated slowdowns, percent")
+    # extend, not store: `--slack 1 --slack 5` kept only 5 (whatif and limiter whatif take --slack repeated); no
+    # default list here, which extend would add to
+    sp.add_argument("--slack", type=float, nargs="+", action="extend", default=None,
+                    help="tolerated slowdowns, percent (`--slack 1 5` or `--slack 1 --slack 5`; default 0 1 2 5)")
     sp.add_argument("--mechanism", choices=["sync", "callback", "predictive"], default="predictive",
                     help="switch mechanism of the switch-aware plans (predictive: writes issued off the training "
                          f"thread, as the runtime does; sync: every switch also stalls the GPU a fixed "

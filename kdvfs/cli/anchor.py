@@ -14,7 +14,8 @@ from pathlib import Path
 from kdvfs.console import make_console, print_json, table
 from kdvfs.errors import InputError
 
-__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "register"]
+__all__ = ["ANCHORS_HELP", "add_anchor_args", "anchor_card", "card_line", "other_card_caution", "profile_card",
+           "register"]
 
 ANCHORS_HELP = ("the card's anchor run (`kdvfs characterize --backend nvml --set anchor -o anchors.json.gz`, "
                 "observe-only, ~1 minute) or a `kdvfs card-anchor -o` report: the bundled fit adapted to that card "
@@ -49,9 +50,26 @@ def anchor_card(spec, path: str | None, params=None):
             raise InputError(f"--anchor-params {','.join(params)} chooses what the card's anchors fit, and no --anchors "
                              "was given: add --anchors FILE (the card's anchor run), or drop --anchor-params")
         return spec, th, None
-    a = load_card_anchor(path, spec, params=params)
+    a = load_card_anchor(path, spec, params=params, params_given=params_given)
     card, th2 = adapted(spec, th, a)
     return card, th2, a
+
+
+def profile_card(spec, prof, where: str = "--profile", say: bool = True):
+    """(card, ``CardAnchor`` or None): ``spec`` adapted to the card a profile was built for (``profile build
+    --anchors`` records it in the header, ``Profile.card``), so the idle power of the limiter, the gaps and the
+    switch stalls is that card's as the profile's kernel powers are; ``spec`` itself for a profile of the bundled fit.
+    ``say``: one line on stderr naming the card."""
+    if prof is None or not prof.card:
+        return spec, None
+    from kdvfs.card_anchor import CardAnchor, adapted
+
+    pa = CardAnchor.from_header(prof.card, spec.name, where)
+    card, _ = adapted(spec, None, pa)
+    if say:
+        make_console(sys.stderr).print("Card: the profile was built (`profile build --anchors`) for " + card_line(pa),
+                                       markup=False)
+    return card, pa
 
 
 def card_line(anchor) -> str:
@@ -81,6 +99,8 @@ def cmd_card_anchor(a) -> int:
     spec = get_gpu(a.gpu)
     doc = check_file(a.file, spec, check=a.also or [], params=a.anchor_params)
     doc["command"] = "kdvfs " + " ".join(shlex.quote(x) for x in sys.argv[1:])
+    for line in doc.get("caution", ()):  # on stderr, so --json's stdout stays one document
+        make_console(sys.stderr).print(line, markup=False)
     if a.output:
         from kdvfs.console import to_jsonable
 

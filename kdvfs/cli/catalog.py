@@ -53,6 +53,10 @@ def cmd_profile_build(a) -> int:
     note_other_card(t, g)
     g, _, anchor = anchor_card(g, a.anchors, a.anchor_params)
     p = build_profile(t, g, default_params(t, g))
+    if anchor is not None:  # the CSV says whose card its powers are, not only the screen (session 10's leftover)
+        import dataclasses
+
+        p = dataclasses.replace(p, card=anchor.header_items())
     save_profile(p, a.output)
     doc = {"output": str(a.output), "kernels": len(p.keys), "settings": len(p.settings), "source": "model"}
     if anchor is not None:

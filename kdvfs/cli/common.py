@@ -9,7 +9,7 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["MECHANISM_OVERHEADS", "SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "low_clock_caution", "shapes_note", "load_trace", "note_other_card", "out", "problem",
+__all__ = ["MECHANISM_OVERHEADS", "SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "low_clock_caution", "overlap_note", "shapes_note", "load_trace", "note_other_card", "out", "problem",
            "PROGRESS_EVERY_S", "PlainProgress", "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 MECHANISM_OVERHEADS = ("163 µs for the host synchronisation and relaunch, measured on the H200, whatever the switch "
@@ -71,6 +71,21 @@ def shapes_note(trace, err=None) -> bool:
         f"note: only {100 * share:.0f} % of the step's GPU time has its work (FLOPs, bytes) from input shapes; the "
         "rest is estimated from kernel names, so the kernel model's clock response there is rougher. Record with "
         "`record_shapes=True` (README, step 1); `kdvfs trace show` lists where the work came from", markup=False)
+    return True
+
+
+def overlap_note(trace, err=None) -> bool:
+    """Say on stderr when the trace's kernels overlapped on several streams (``kdvfs.importers.overlap_note_of``):
+    wav2vec 2.0's step read +20 % and +48 % in validate-steps, its kernels summed to 48 % and 74 % over the busy
+    time, without a word. Returns whether it said so."""
+    import sys
+
+    from kdvfs.importers import overlap_note_of
+
+    note = overlap_note_of(trace)
+    if note is None:
+        return False
+    (err or make_console(sys.stderr)).print(f"note: trace {trace.name!r}: {note}", markup=False)
     return True
 
 

@@ -271,11 +271,17 @@ def cmd_validate_steps(a) -> int:
                          "e.g. --gap-power 117, or leave it out to use the measured value")
     if anchor is not None and gap_default is not None:  # the idle card draws the anchors' static power too
         gap_default += anchor.static_w
+    if anchor is not None and "idle_plant" in alt:  # so does the limiter fit's idle plant, measured on another card
+        alt["idle_plant"] += anchor.static_w
     gap_w = a.gap_power if a.gap_power is not None else gap_default
     # the bundled fit's thermal gap model (session 9), unless a gap power was given: each step's gaps at the gap
     # power of the temperature its own predicted average power holds
     thermal = anchored_thermal if a.gap_power is None else None
-    doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal), command=_command())
+    from kdvfs.cli.common import stage_progress
+
+    with stage_progress(make_console(sys.stderr), "validate-steps") as prog:  # ~1.5 s a step, silent before
+        doc = dict(check_steps(a.dir, spec, gap_power_w=gap_w, alt_gap_powers=alt, thermal=thermal, progress=prog),
+                   command=_command())
     caution = None
     if anchor is not None:
         doc["card_anchor"] = anchor.to_dict()
@@ -325,9 +331,19 @@ def cmd_validate_steps(a) -> int:
         c.print("predicted for " + card_line(anchor), markup=False)
     for r in skipped:
         c.print(f"skipped {r['model']}: {r['skipped']}", markup=False)
+    from kdvfs.importers import OVERLAP_NOTE_SHARE
+
+    over = [(r["model"], r["predicted"].get("trace_overlap_pct", 0.0)) for r in doc["steps"] if "predicted" in r]
+    over = [(m, p) for m, p in over if p > 100 * OVERLAP_NOTE_SHARE]
+    if over:  # wav2vec 2.0 read +20 % and +48 % without a word of it
+        c.print("note: the kernels of " + ", ".join(f"{m} (+{p:.0f} %)" for m, p in over) + " overlap on several "
+                "streams: their times summed exceed the time the GPU was busy by that much, and the model runs a "
+                "step's kernels one after another, so its time and energy read high there", markup=False)
     # the other gap powers' checks were only in the JSON: `--characterization F` printed nothing of F's
     what = {"idle_after": f"the idle power after the --characterization campaign, on {ch_card}" if a.characterization
-            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"}
+            else "the idle power after a campaign", "idle_plant": "the limiter fit's idle plant"
+            + (f" {idle_plant:.1f} W with the anchors' static power {anchor.static_w:+.1f} W" if anchor is not None
+               and idle_plant is not None else "")}
     for name, sens in doc.get("gap_power_sensitivity", {}).items():
         sm = sens["met"]
         c.print(f"with the gap power at {sens['gap_power_w']:.1f} W ({what.get(name, name)}): energy {sm['energy']} "

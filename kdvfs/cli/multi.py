@@ -40,6 +40,9 @@ def cmd_simulate_ranks(a) -> int:
 
     mt = load_multitrace(a.trace)
     spec = get_gpu(a.gpu)
+    from kdvfs.cli.common import note_other_card
+
+    note_other_card(mt.ranks[0], spec)  # as analyze says it: H200 ranks replayed as rtx3080ti's, without a word
     g = build_graph(mt)
     wait = a.collective_wait_power
     if wait is not None and not (wait >= 0 and wait < float("inf")):

@@ -27,13 +27,19 @@ def cmd_optimize(a) -> int:
     from kdvfs.switching import SwitchCosts
 
     if a.output:
+        from kdvfs.cli.characterize import _refuse_foreign
         from kdvfs.fileio import check_output_path
+        from kdvfs.schedule import FORMAT as SCHEDULE_FORMAT
 
         check_output_path(a.output, "schedule output")
+        # `optimize -o my.profile.csv.gz` replaced the profile with a schedule, exit 0: only a schedule is replaced
+        _refuse_foreign(a.output, SCHEDULE_FORMAT, "schedule output", "a kdvfs schedule")
     pb = problem(a)
     lim = None
     if a.limiter != "off":
-        spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
+        from kdvfs.cli.anchor import profile_card
+
+        spec, _ = profile_card(get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti"), pb.profile)
         lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
                          why="choosing under the limiter is done for the global waste objective, not switch-aware")
     if lim is not None:  # chosen under the card's power limiter (its steady state)
@@ -46,7 +52,11 @@ def cmd_optimize(a) -> int:
         sw = switch_model(a, card)
         if not card:
             raise InputError("--switch-aware needs the card (its idle power prices the stalls): give --gpu NAME")
-        s = switch_aware(pb, sw, a.mechanism, a.slack, SwitchCosts.for_gpu(get_gpu(card)))
+        from kdvfs.cli.anchor import profile_card
+
+        # the stalls at the idle power of the card the profile was built for (profile build --anchors)
+        s = switch_aware(pb, sw, a.mechanism, a.slack,
+                         SwitchCosts.for_gpu(profile_card(get_gpu(card), pb.profile, say=a.limiter == "off")[0]))
     else:
         s = optimize(pb, a.objective, a.slack, a.granularity, a.scope, a.solver)
     if a.output:
@@ -261,6 +271,9 @@ def cmd_compare(a) -> int:
     pb = problem(a)
     spec = get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti")
     check_card(pb.profile.gpu, spec.name)
+    from kdvfs.cli.anchor import profile_card
+
+    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
     sw = switch_model(a, spec.name)
     lim = limiter_of(a, spec)
     if lim is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,9 @@ def cmd_simulate(a) -> int:
         raise InputError("the profile does not name its card: give --gpu NAME")
     spec = get_gpu(a.gpu or pb.profile.gpu)  # the profile's own card unless --gpu says otherwise
     check_card(pb.profile.gpu, spec.name)
+    from kdvfs.cli.anchor import profile_card
+
+    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
     sched = load_schedule(a.schedule)
     if a.mechanism is None:
         # the mechanism the schedule was planned for (`analyze` plans for predictive): replaying a 1 % boundary plan
@@ -179,7 +183,15 @@ def cmd_whatif(a) -> int:
     from kdvfs.bundled import resolve_profile_path
     from kdvfs.identity import check_card, file_header
 
-    check_card(file_header(resolve_profile_path(profile_ref)).get("gpu", ""), get_gpu(card).name)
+    head = file_header(resolve_profile_path(profile_ref))
+    check_card(head.get("gpu", ""), get_gpu(card).name)
+    if any(k.startswith("card.") for k in head):  # the workers build the card by name: the bundled one
+        from urllib.parse import unquote
+
+        make_console(sys.stderr).print(
+            f"Caution: the profile was built for the card of {unquote(head.get('card.anchors', '?'))} (`profile build "
+            f"--anchors`); what-if prices the limiter's idle card and the switch stalls at the bundled {card}'s idle "
+            "power (`kdvfs compare` and `simulate` use the profile's card)", markup=False)
     presets = a.switch_model or [card]
     if a.preset_latency_only and a.latency:  # one of the two was ignored without a word (even --latency nan)
         raise InputError(f"--preset-latency-only and --latency {a.latency[0]!r} ask for different latencies: "

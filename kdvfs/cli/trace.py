@@ -85,6 +85,9 @@ def cmd_trace_import(a) -> int:
     if getattr(a, "work_from", None):
         raise InputError("--work-from is for several ranks (one shape-recorded file per rank); for one trace, record "
                          "it with record_shapes=True")
+    if getattr(a, "gpus_per_node", None) is not None:  # was ignored, even at 0
+        raise InputError(f"--gpus-per-node {a.gpus_per_node} is for several ranks (one file per rank, `kdvfs trace import "
+                         "r0.json.gz r1.json.gz …`); one file is one GPU's trace: drop --gpus-per-node")
     src = Path(a.file[0])
     if not src.exists():
         raise InputError(f"file {str(src)!r} does not exist; check the path")
@@ -110,12 +113,14 @@ def cmd_trace_import(a) -> int:
             imp = import_kineto(src, name=a.name, repeats=reps, step=a.step, progress=prog)
         t = imp.trace
         info = {"labelled": imp.labelled, "assigned_time_share": imp.assigned_time_share, "pass_time_s": imp.pass_time_s,
-                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used}
+                "structure": imp.structure, "profiler_steps": imp.steps, "steps_used": imp.steps_used,
+                "streams": imp.streams, "busy_union_s": imp.busy_union_s, "overlap_share": imp.overlap_share}
     save_trace(t, a.output)
     if src.suffix != ".csv":  # after the output is written: a refused -o stays one line
-        from kdvfs.cli.common import shapes_note
+        from kdvfs.cli.common import overlap_note, shapes_note
 
         shapes_note(t)
+        overlap_note(t)
     doc = dict(t.summary(), output=str(a.output), **info)
     if a.json:
         print_json(doc)
