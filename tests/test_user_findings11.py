@@ -482,20 +482,29 @@ def test_busy_overlap_counts_overlapping_kernels_once():
 
 
 def test_kernels_overlapping_on_several_streams_are_named(tmp_path, capsys):
-    """wav2vec 2.0's step runs its grouped convolution on 17 streams: its kernels' times sum to 74 % (batch 4) over the
-    time the GPU was busy. The model runs a trace's kernels one after another; validate-steps read +48 % (batch 4)
-    and +20 %, and import, analyze and validate-steps said nothing of the overlap."""
-    imp = import_kineto(STEPS11 / "wav2vec2-base-b4.kineto.json.gz")
-    assert imp.streams == 17 and imp.overlap_share == pytest.approx(0.74, abs=0.02)
-    code, out, err = run_cli(["trace", "import", str(STEPS11 / "wav2vec2-base-b4.kineto.json.gz"), "-o",
-                              str(tmp_path / "w.json")], capsys)
-    assert code == 0 and "kernels on 17 streams overlap: their times sum to 74 % more" in " ".join(err.split()), err
+    """Kernels of different ops side by side on several streams are named on import, in the trace's notes and by
+    validate-steps: kdvfs runs a trace's kernels one after another, so such a step reads high by up to the overlap.
+    wav2vec 2.0's grouped convolution ran on 17 streams (its raw kernel times summed to 74 % over the busy time at
+    batch 4, and validate-steps read +48 % without a word); those are kernels of one op, which now take their share of
+    the wall time (helper i12n, ``kdvfs.kernelwork.concurrent_wall_share``), so nothing is left to note there."""
+    doc = _kineto_layers(4, "ranges")
+    adds = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "add" in e["name"]]
+    for e in adds:  # each layer's add on its own stream, beside the layer's GEMM
+        e["ts"] -= 20
+        e["args"]["stream"] = e["tid"] = 8
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    imp = import_kineto(p)
+    assert imp.streams == 2 and imp.overlap_share > 0.5, imp.overlap_share
+    code, out, err = run_cli(["trace", "import", str(p), "-o", str(tmp_path / "w.json")], capsys)
+    assert code == 0 and "kernels on 2 streams overlap: their times sum to" in " ".join(err.split()), err
     code, out, err = run_cli(["trace", "show", str(tmp_path / "w.json")], capsys)  # kept in the trace's notes
-    assert "17 streams overlap" in " ".join(out.split())
+    assert "2 streams overlap" in " ".join(out.split())
+    w = import_kineto(STEPS11 / "wav2vec2-base-b4.kineto.json.gz")  # one op's kernels: their wall share, no note
+    assert w.streams == 17 and w.overlap_share < 0.01 and not any("streams overlap" in n for n in w.trace.notes)
     code, out, err = run_cli(["validate-steps", str(_steps11_folder(tmp_path, {"wav2vec2-base-b4"})), "--gpu",
                               "h200"], capsys)
-    assert code == 0 and "note: the kernels of wav2vec2-base-b4 (+74 %) overlap on several streams" in " ".join(
-        out.split()), out
+    assert code == 0 and "overlap on several streams" not in " ".join(out.split()), out
     one = import_kineto(STEPS11 / "regnet-y-1.6gf-b32.kineto.json.gz")  # 5 streams, 0.7 %: no note
     assert one.overlap_share < 0.01 and "streams overlap" not in one.trace.notes
 

@@ -75,9 +75,9 @@ def shapes_note(trace, err=None) -> bool:
 
 
 def overlap_note(trace, err=None) -> bool:
-    """Say on stderr when the trace's kernels overlapped on several streams (``kdvfs.importers.overlap_note_of``):
-    wav2vec 2.0's step read +20 % and +48 % in validate-steps, its kernels summed to 48 % and 74 % over the busy
-    time, without a word. Returns whether it said so."""
+    """Say on stderr when the trace's kernels of different ops overlapped on several streams
+    (``kdvfs.importers.overlap_note_of``; one op's side-by-side kernels take their share of the wall time and are not
+    counted). Returns whether it said so."""
     import sys
 
     from kdvfs.importers import overlap_note_of
