@@ -112,18 +112,7 @@ def _predictive(pb, cand, lam, steps, acc: dict[str, float]) -> np.ndarray:
                          ("take the row minima", t4 - t3), ("capped age (less, minimum)", t5 - t4),
                          ("add own, back pointer", t6 - t5)):
             acc[name] = acc.get(name, 0.0) + dt
-    seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val_b[(n - 1) & 1])), (S, A)))
-    for i in range(n - 1, 0, -1):
-        seq[i] = s_
-        if a_ == 0:
-            s_, a_ = divmod(int(from_switch[i][s_]), A)
-        elif a_ < A - 1:
-            a_ -= 1
-        elif not from_cap[i][s_]:
-            a_ = A - 2
-    seq[0] = s_
-    return cand[seq]
+    return cand[sa._backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
 
 
 def _report(title: str, runs: list[dict[str, float]]) -> None:

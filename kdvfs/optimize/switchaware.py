@@ -332,8 +332,15 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         minimum(cap_b[o], cap_b[c], out=cap_b[c])
         val_b[c] += own_rep[k]
         switch_append(best)
+    return cand[_backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
+
+
+def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarray], last: np.ndarray) -> np.ndarray:
+    """One predictive plan's setting (candidate position) per instance, from the least state of the last instance
+    (``last``, shape (S, ages)) back through the pointers ``_dp_predictive`` kept."""
+    n, (S, A) = len(from_switch), last.shape  # noqa: N806
     seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val_b[(n - 1) & 1])), (S, A)))
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(last)), (S, A)))
     for i in range(n - 1, 0, -1):
         seq[i] = s_
         if a_ == 0:
@@ -343,7 +350,7 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         elif not from_cap[i][s_]:
             a_ = A - 2
     seq[0] = s_
-    return cand[seq]
+    return seq
 
 
 def _on_time_switches(val: np.ndarray, out: np.ndarray) -> np.ndarray:
