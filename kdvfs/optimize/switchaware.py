@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -222,23 +223,46 @@ def _backtrack(vals: list[np.ndarray], best_sws: list[np.ndarray], from_prev: li
     return seq
 
 
+@dataclass(frozen=True, slots=True)
+class _LateSteps:
+    """What the predictive DP reads of the late fractions at each step, made once per search: none of it depends on
+    λ, and making it took ~0.7 ms of each ~10 ms plan.
+
+    Attributes:
+        frac: the late fractions (``_late_fractions``), shape (n, S, ages).
+        rows: per instance, its fractions as a (1, S, ages) view (indexing a list is cheaper than slicing, per step).
+        age0: per instance, its age-0 fractions as a (1, S) view.
+        kind: per instance, 0 where no switch can land late, 1 where one lands late only after a run of one instance
+            (age 0), 2 otherwise.
+    """
+
+    frac: np.ndarray
+    rows: list[np.ndarray]
+    age0: list[np.ndarray]
+    kind: list[int]
+
+
+def _late_steps(frac_all: np.ndarray) -> _LateSteps:
+    late = frac_all != 0
+    later = late[:, :, 1:].any(axis=(1, 2))
+    kind = np.where(later, 2, np.where(late[:, :, 0].any(axis=1), 1, 0))
+    return _LateSteps(frac_all, list(frac_all[:, None]), list(frac_all[:, :, 0][:, None]), kind.tolist())
+
+
 def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, ages: int = 6,
-                   frac_all: np.ndarray | None = None) -> np.ndarray:
+                   frac_all: np.ndarray | None = None, steps: _LateSteps | None = None) -> np.ndarray:
     """Predictive switching: a switch lands late when the run before it was shorter than the switch latency, and the
     next kernel's head then runs at the old setting. The state is (setting, instances in the current run, capped at
     ``ages``); a run's duration comes from prefix sums per setting, so the lateness of each possible switch is exact
-    for runs shorter than the cap. ``frac_all`` (from ``_late_fractions``) does not depend on λ: the bisection over λ
-    passes it in instead of recomputing it."""
+    for runs shorter than the cap. ``frac_all`` (from ``_late_fractions``) and ``steps`` (``_late_steps`` of it) do not
+    depend on λ: the bisection over λ passes them in instead of recomputing them."""
     inst = pb.trace.instances()
     T = pb.T[:, cand]
     own_all = pb.E[:, cand] + lam * T  # (K, S)
     n, S, A = len(inst), len(cand), ages
-    if frac_all is None:
-        frac_all = _late_fractions(pb, cand, sw, ages)
+    if steps is None:
+        steps = _late_steps(_late_fractions(pb, cand, sw, ages) if frac_all is None else frac_all)
     INF = np.inf
-    # every instance's states in one array, written once each and kept: instance i's row is made from row i − 1 (the
-    # views each step needs are made once, as lists, rather than sliced per step), and the backtrack reads which way
-    # the capped age came from the two values the step compared
     # the states of the instance before and of this one in two buffers used in turn, each with the views a step
     # needs made once (no per-step slicing or allocation)
     bufs = np.empty((2, S, A))
@@ -254,13 +278,23 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
     # repeated along the age axis, so that the product with the late fractions runs along (S', age) in one inner loop
     # per new setting rather than one per (new, old) pair (2.4× faster; the same products)
-    diff_k = list(np.repeat(own_all[:, None, :, None] - own_all[:, :, None, None], A, axis=3))  # K × (S, S', A)
-    own_col = list(own_all[:, :, None])  # K × (S, 1)
-    frac_l = list(frac_all[:, None])  # n × (1, S', A): list indexing is cheaper than array slicing, per step
+    diff2 = own_all[:, None, :] - own_all[:, :, None]  # (K, S, S')
+    diff_k = list(np.repeat(diff2[:, :, :, None], A, axis=3))  # K × (S, S', A)
+    diff2_k = list(diff2)
+    # each kernel's own cost repeated along the ages: adding it is one contiguous pass instead of a broadcast column
+    # (the same sums; ~7 % of a plan)
+    own_rep = list(np.repeat(own_all[:, :, None], A, axis=2))  # K × (S, A)
+    # instances where a switch can land late only after a run of one instance (age 0; a quarter of the benchmark's
+    # steps): the other ages' entries are 0·diff + val = val, so the table is val copied into every row, and the
+    # product added at age 0 alone, on an (S, S') slice (the same products and sums as the full table; the
+    # broadcast multiply over all ages is the step's largest cost)
+    frac_l, late_age0, kind = steps.rows, steps.age0, steps.kind
+    tmp = np.empty((S, S))
     self_flat = ((idx * S + idx)[:, None] * A + np.arange(A)[None, :]).ravel()  # the (s, s, ·) entries
     cost = np.empty((S, S, A))
     flat = cost.reshape(S, S * A)
     line = cost.reshape(-1)
+    cost0 = cost[:, :, 0]
     row_start = idx * (S * A)
     multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
     val_b, cap_b, age0_b = list(bufs), list(bufs[:, :, A - 1]), list(bufs[:, :, 0])
@@ -271,7 +305,6 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
     # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
     # its own setting's block, found without the (S, S', A) table
-    on_time = (frac_all.reshape(n, -1) == 0).all(axis=1).tolist()
     ks = inst.tolist()
     argmin, take = flat.argmin, line.take  # looked up once, not per step
     switch_append, cap_append = from_switch.append, from_cap.append
@@ -280,22 +313,34 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         o, c = (i - 1) & 1, i & 1  # the buffers of the instance before and of this one
         val = val_b[o]
         newer_b[c][...] = older_b[o]  # stay: the age grows …
-        if on_time[i]:
+        if not kind[i]:
             best = _on_time_switches(val, age0_b[c])
         else:
             # switching from (s', a') to s: val + frac·(own_old − own_new)
-            multiply(frac_l[i], diff_k[k], out=cost)
-            add(cost, val, out=cost)  # (S', A) broadcast over the new settings
+            if kind[i] == 1:
+                cost[...] = val
+                multiply(late_age0[i], diff2_k[k], out=tmp)
+                add(tmp, cost0, out=cost0)
+            else:
+                multiply(frac_l[i], diff_k[k], out=cost)
+                add(cost, val, out=cost)  # (S', A) broadcast over the new settings
             line[self_flat] = INF
             best = argmin(axis=1)
             age0_b[c][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         # … up to the cap: where(cap < prev, cap, prev), as minimum(cap, prev) (the same values); prev is the copy's
         cap_append(less(cap_b[o], cap_b[c]))
         minimum(cap_b[o], cap_b[c], out=cap_b[c])
-        val_b[c] += own_col[k]
+        val_b[c] += own_rep[k]
         switch_append(best)
+    return cand[_backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
+
+
+def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarray], last: np.ndarray) -> np.ndarray:
+    """One predictive plan's setting (candidate position) per instance, from the least state of the last instance
+    (``last``, shape (S, ages)) back through the pointers ``_dp_predictive`` kept."""
+    n, (S, A) = len(from_switch), last.shape  # noqa: N806
     seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(val_b[(n - 1) & 1])), (S, A)))
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(last)), (S, A)))
     for i in range(n - 1, 0, -1):
         seq[i] = s_
         if a_ == 0:
@@ -305,7 +350,7 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
         elif not from_cap[i][s_]:
             a_ = A - 2
     seq[0] = s_
-    return cand[seq]
+    return seq
 
 
 def _on_time_switches(val: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -483,7 +528,7 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
         predictive = [x for x in active if x.mechanism == "predictive"]
         if len(predictive) == 1:
             x = predictive[0]
-            x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all))
+            x.step(_dp_predictive(pb, x.cand, x.lam, x.sw, 6, x.frac_all, x.late_steps))
         for lo in range(0, len(predictive) if len(predictive) > 1 else 0, _BATCH_PREDICTIVE):
             part = predictive[lo:lo + _BATCH_PREDICTIVE]
             plans = _dp_predictive_many(pb, part[0].cand, [(x.lam, x.fractions()) for x in part])
@@ -511,6 +556,7 @@ class _Search:
         self.lo, self.lam = 0.0, 0.0
         self.cand = np.zeros(0, dtype=np.int64)
         self.frac_all: np.ndarray | None = None
+        self.late_steps: _LateSteps | None = None
         self.deferred: list[tuple[float, str]] = []  # pass-level tries (slack, label), resolved by ``finish``
         self.deferred_at = 0  # … whose place in the order of tries (ties break by it) is here
 
@@ -557,6 +603,7 @@ class _Search:
         if self.mechanism == "predictive":
             self.cand = self.cand[:24]  # the age-aware DP carries more state: fewer candidate settings keep it fast
             self.frac_all = _late_fractions(pb, self.cand, self.sw, 6)
+            self.late_steps = _late_steps(self.frac_all)
         self.left = self.iterations
 
     def fractions(self) -> np.ndarray:
