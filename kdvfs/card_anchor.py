@@ -63,6 +63,10 @@ _REPEAT = re.compile(r"_(?:warm|cool|hot|heat)\d*$")
 
 STATIC_BOUNDS_W = (-150.0, 150.0)
 SCALE_BOUNDS = (0.5, 1.5)
+AMBIENT_SHIFT_BOUNDS_C = (-105.0, 105.0)
+"""The ambient shifts a report may hold: the median of the anchors' die temperatures (each within
+``TEMPERATURE_RANGE_C``, 5–110 °C) less the bundled operating point's, so never beyond the range's width (a report
+edited to +1e6 °C was taken by every ``--anchors`` verb, exit 0)."""
 TOP_MARGIN_MHZ = 20.0
 """An anchor whose median clock is this far below the file's top clock ran at the cap: its clock is fitted."""
 MIN_ANCHORS = 2
@@ -164,18 +168,32 @@ class CardAnchor:
     @classmethod
     def from_header(cls, items, gpu: str, where: str) -> CardAnchor:
         """The parameters a profile's header records (``header_items``), checked as a report's are (``from_dict``)."""
+        fix = "rebuild the profile with `kdvfs profile build --anchors FILE`"
         d: dict[str, Any] = dict(items)
-        for k in ("static_w", "core_scale", "mem_scale", "ambient_shift_c"):
-            if k in d:
-                try:
-                    d[k] = float(d[k])
-                except ValueError:
-                    raise InputError(f"{where}: card.{k}={d[k]!r} is not a number; rebuild the profile with "
-                                     "`kdvfs profile build --anchors FILE`") from None
+        # header_items writes all four numbers; a hand-edited header lacking one (mem_scale read as 1.0) or with a
+        # misspelt key (card.mem_scal=0.5, ignored) planned with a card the profile's powers are not of, exit 0
+        nums = ("static_w", "core_scale", "mem_scale", "ambient_shift_c")
+        unknown = sorted(set(d) - set(nums) - {"anchors", "gpu_uuid"})
+        missing = [k for k in nums if k not in d]
+        if unknown or missing:
+            what = (f"unknown key(s) {', '.join('card.' + k for k in unknown)}" if unknown else "") + \
+                ("; " if unknown and missing else "") + \
+                (f"card.{', card.'.join(missing)} missing" if missing else "")
+            raise InputError(f"{where}: its header records the card it was built for as card.anchors, card.gpu_uuid, "
+                             f"card.{', card.'.join(nums)}; {what}; {fix}")
+        for k in nums:
+            try:
+                d[k] = float(d[k])
+            except ValueError:
+                raise InputError(f"{where}: card.{k}={d[k]!r} is not a number; {fix}") from None
         src = str(d.pop("anchors", ""))
         if d.get("gpu_uuid"):
             src += f" (card {d['gpu_uuid']})"
-        return cls.from_dict(d | {"source": src, "gpu": gpu}, where)
+        try:
+            return cls.from_dict(d | {"source": src, "gpu": gpu}, where)
+        except InputError as e:  # from_dict's fix is a report's (`kdvfs card-anchor`); here the profile is rebuilt
+            raise InputError(str(e).replace("write it with `kdvfs card-anchor FILE -o card.json`", fix)
+                             .replace(f"{where}: ", f"{where}: card.", 1)) from None
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "the card anchor") -> CardAnchor:
@@ -190,7 +208,7 @@ class CardAnchor:
                 raise InputError(f"{where}: {k} must be a finite number, got {v!r}; {fix}")
         # the fit's own bounds: a hand-edited report beyond them (static_w 1e9 W, mem_scale 100) built a profile
         for k, (lo, hi) in (("static_w", STATIC_BOUNDS_W), ("core_scale", SCALE_BOUNDS),
-                            ("mem_scale", SCALE_BOUNDS)):
+                            ("mem_scale", SCALE_BOUNDS), ("ambient_shift_c", AMBIENT_SHIFT_BOUNDS_C)):
             v = float(d.get(k, 1.0))
             if not lo <= v <= hi:
                 raise InputError(f"{where}: {k} = {v!r} is outside the range the fit takes ({lo:g} to {hi:g}); "

@@ -90,6 +90,7 @@ def zoo_rows(doc: dict, zoo: ZooSource | None = None) -> list[dict]:
     for k in doc.get("kernels", []):
         if "skipped" in k:
             continue
+        _check_kernel_times(k)
         r = dict(k, role=row_role(k, zoo))
         z = defs.get(k["name"])
         # the work from the entry's shape by today's estimates (kdvfs.work), as a trace's kernels get theirs on
@@ -177,6 +178,23 @@ entries with profiled kernels (the profiled launch runs at the boost clock, a ca
 characterization14's grouped convolutions read 2.5–4.9 (cuDNN's eight streams)."""
 
 
+def _check_kernel_times(k: dict) -> None:
+    """The profiled kernels' times (``cuda_kernels``' and ``launch_grids``' ``us``) are numbers of microseconds ≥ 0:
+    the rows' busy share, SM share, concurrency and convolution test sum them, and a damaged one ("abc") ended
+    ``card-anchor``, ``calibrate-h200`` and ``validate-steps --anchors`` in a traceback."""
+    import math
+
+    for field in ("cuda_kernels", "launch_grids"):
+        for c in k.get(field) or []:
+            v = c.get("us") if isinstance(c, dict) else None
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise InputError(f"characterisation entry {k.get('name')!r}: a kernel of its {field} has us = {v!r}; "
+                                 "it must be a number of microseconds ≥ 0 (the profiled kernel's time) — the file is "
+                                 "damaged: fix or drop that kernel, or measure the entry again")
+
+
 def zoo_concurrency(r: dict) -> float:
     """How many of a zoo entry's kernels ran at once, on average: their profiled time (``cuda_kernels``, the rest's
     ``(+N more)`` line included) over the entry's measured time per invocation, where that exceeds
@@ -257,7 +275,11 @@ def load_rows(data, *, zoo: ZooSource | None = None) -> tuple[list[dict], list[d
     for p in paths:
         doc = read_characterization(p)
         docs.append(doc)
-        for r in zoo_rows(doc, zoo):
+        try:
+            got = zoo_rows(doc, zoo)
+        except InputError as e:  # the entry's file, where several are read
+            raise InputError(f"{str(p)!r}: {e}") from None
+        for r in got:
             if r["name"] not in at:
                 at[r["name"]] = len(rows)
                 rows.append(dict(r, file=Path(p).name))

@@ -24,7 +24,16 @@ import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError
 from kdvfs.kernelwork import concurrent_wall_share, kernel_work
-from kdvfs.kineto import COPY_CATS, LABEL_PREFIX, OP_PREFIX, GpuEvent, Resolved, read_kineto, resolve
+from kdvfs.kineto import (
+    COPY_CATS,
+    LABEL_PREFIX,
+    OP_PREFIX,
+    GpuEvent,
+    Resolved,
+    crossed_module_ranges,
+    read_kineto,
+    resolve,
+)
 from kdvfs.structure import find_blocks, merge_units, unit_class
 from kdvfs.trace import PASSES, Kernel, Segment, Trace
 
@@ -290,6 +299,12 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
         notes.append(f"{n_steps} profiler step(s) in the file; "
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
     notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
+    crossed, example = crossed_module_ranges(raw.threads)
+    if crossed and structure == "modules":  # the layers read from them are not the model's, and nothing said so
+        notes.append(f"{crossed} module range(s) cross another of their thread instead of nesting in it ({example}): "
+                     "the file's module frames are damaged (an unclosed kdvfs.module: range?), so the layers found "
+                     "may not be the model's; record the step again")
+        log.warning("%s: %s", path.name, notes[-1])
     summed, union, streams = busy_overlap([gpu[i] for i in first])
     # what the wall-time shares above leave: overlap between kernels of different ops, which kdvfs still runs one
     # after another (within one op it is taken out; wav2vec 2.0's grouped convolution: +48 % before, ~0 after)

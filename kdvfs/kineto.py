@@ -26,7 +26,7 @@ from typing import Any
 
 from kdvfs.errors import FormatError
 
-__all__ = ["GpuEvent", "KinetoRaw", "Resolved", "read_kineto", "resolve"]
+__all__ = ["GpuEvent", "KinetoRaw", "Resolved", "crossed_module_ranges", "read_kineto", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +272,7 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
             end = ts + float(ev.get("dur", 0))
             if not math.isfinite(end):  # NaN or infinite start or duration: the interval would enclose anything
                 _bad_ts(path, ev)
+            _bad_dur(path, ev, nm.startswith(MODULE_PREFIX))
             key = (ev.get("pid"), ev.get("tid"))
             if nm.startswith(LABEL_PREFIX):
                 raw.labelled = True
@@ -313,6 +314,7 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                 end = ts + float(ev.get("dur", 0))
                 if not math.isfinite(end):
                     _bad_ts(path, ev)
+                _bad_dur(path, ev, True)
                 key = (ev.get("pid"), ev.get("tid"))
                 threads.setdefault(key, []).append((ts, end, MODULE, sys.intern(nm[11:]), None, None, False))
             elif "backward" in nm or _OPTIMIZER.search(nm):
@@ -339,6 +341,12 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
         raise FormatError(f"PyTorch profiler trace file {str(path)!r} is not valid JSON (near byte "
                           f"{stream.consumed + e.pos}: {e.msg}); the file may be truncated — re-export it") from None
     if not raw.meta.pop("_has_events", False) and not raw.events:
+        fmt = raw.meta.get("format")
+        if isinstance(fmt, str) and fmt.startswith("kdvfs-"):  # a kdvfs file given to `trace import`: say what it is
+            raise FormatError(f"{str(path)!r} is a kdvfs file ({fmt}), not a PyTorch profiler (Chrome) trace: "
+                              + ("a kdvfs trace is read as it is — give it to the verbs directly (`kdvfs trace show "
+                                 "FILE`, `kdvfs analyze FILE`)" if fmt.startswith("kdvfs-trace/") else
+                                 "`trace import` reads the profiler's .json(.gz) export"))
         raise FormatError(f"{str(path)!r} has no 'traceEvents' list: it is not a PyTorch profiler (Chrome) trace")
     _refuse_duplicated_events(path, raw.gpu)
     if progress is not None:
@@ -350,6 +358,36 @@ def _bad_ts(path: Path, ev: dict) -> None:
     raise FormatError(f"{str(path)!r}: event {str(ev.get('name'))[:120]!r} ({ev.get('cat')}) has start ts="
                       f"{ev.get('ts')!r} and duration {ev.get('dur')!r}; both must be finite numbers of microseconds — "
                       "the trace is damaged, record or export it again")
+
+
+def _bad_dur(path: Path, ev: dict, module: bool) -> None:
+    """A CPU interval ending before it starts (negative ``dur``), or a module frame without a duration, is damage:
+    imported, the range enclosed nothing and the layers' structure changed silently (``forward.Layer × 4`` became
+    ``forward.Layer``, ``forward#2``, ``forward.Layer#2 × 2``), exit 0."""
+    d = ev.get("dur")
+    if (d is None and module) or (d is not None and float(d) < 0):
+        raise FormatError(f"{str(path)!r}: event {str(ev.get('name'))[:120]!r} ({ev.get('cat')}) at ts={ev.get('ts')!r} "
+                          f"has duration {d!r}; a {'module range' if module else 'CPU event'} needs a duration ≥ 0 "
+                          "microseconds — the trace is damaged, record or export it again")
+
+
+def crossed_module_ranges(threads: dict[Any, list[tuple]]) -> tuple[int, str]:
+    """How many module frames cross another of their thread (start inside it, end after it), and the first such pair
+    by name. Frames of one thread nest (a module's forward holds its children's); ``kdvfs.module:`` ranges opened
+    and closed out of order (a hook left unclosed, two exports merged) give layers that are not the model's."""
+    n, first = 0, ""
+    for ivs in threads.values():
+        mods = sorted((iv for iv in ivs if iv[2] == MODULE), key=lambda x: (x[0], -x[1]))
+        stack: list[tuple] = []
+        for iv in mods:
+            while stack and stack[-1][1] <= iv[0]:
+                stack.pop()
+            if stack and iv[1] > stack[-1][1]:
+                n += 1
+                first = first or f"{iv[3]} crosses {stack[-1][3]}"
+                continue
+            stack.append(iv)
+    return n, first
 
 
 def _refuse_duplicated_events(path: Path, gpu: list[GpuEvent]) -> None:

@@ -244,8 +244,10 @@ def _read_text(path: str | Path, what: str) -> str:
                           "permissions") from None
 
 
-def _split_meta(text: str) -> tuple[dict[str, str], int, int]:
-    """The ``key=value`` words of leading ``#`` lines, where the CSV starts, and how many lines were skipped."""
+def _split_meta(text: str, where: str = "the file") -> tuple[dict[str, str], int, int]:
+    """The ``key=value`` words of leading ``#`` lines, where the CSV starts, and how many lines were skipped. A key
+    given twice with two values is refused: the last one had won (``card.static_w=3.1 … card.static_w=50``: the
+    limiter planned with 50 W, exit 0)."""
     meta: dict[str, str] = {}
     pos = skipped = 0
     while text.startswith("#", pos):
@@ -254,7 +256,11 @@ def _split_meta(text: str) -> tuple[dict[str, str], int, int]:
         for word in text[pos + 1:end].split():
             if "=" in word:
                 k, v = word.split("=", 1)
-                meta[k] = "" if v == "-" else v
+                v = "" if v == "-" else v
+                if meta.get(k, v) != v:
+                    raise FormatError(f"{where}: the header line gives {k} twice ({k}={meta[k][:80]} and "
+                                      f"{k}={v[:80]}); each key once — keep the right one, or rebuild the file")
+                meta[k] = v
         pos = end + 1
         skipped += 1
     return meta, pos, skipped
@@ -267,7 +273,7 @@ def read_csv_rows(path: str | Path, what: str) -> tuple[list[dict[str, str]], di
     for messages. A row with fewer or more fields than the header is an error naming its line.
     """
     text = _read_text(path, what)
-    meta, pos, skipped = _split_meta(text)
+    meta, pos, skipped = _split_meta(text, f"{what} file {str(path)!r}")
     meta["_first_line"] = str(skipped + 2)
     try:
         rows = list(csv.DictReader(io.StringIO(text[pos:])))
@@ -290,7 +296,7 @@ def load_profile(path: str | Path) -> Profile:
     line of any bad row); clocks are parsed once per distinct text; the checks (positive finite values, no duplicate
     cell, no missing cell) run on the arrays afterwards."""
     text = _read_text(path, "profile")
-    meta, pos, skipped = _split_meta(text)
+    meta, pos, skipped = _split_meta(text, f"profile {str(path)!r}")
     reader = csv.reader(io.StringIO(text[pos:]))
     try:
         header = next(reader, None)

@@ -42,7 +42,31 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=C15)
     ap.add_argument("-o", "--output", default="validation/h200/gconv/c15_check.json")
     a = ap.parse_args(argv)
+    why = refuse_data(a.data, a.output)
+    if why:
+        ap.error(why)
     return emit_json(heldout_check(a.data), a.output)
+
+
+def refuse_data(data: str, output: str | None) -> str | None:
+    """Why ``--data``/``-o`` cannot be used, checked before the ~30 s of fits: a file one of the fits saw was reported
+    as 'held out for every candidate: no fit saw this file' (characterization14, which the nine+c14 fits take),
+    ``-o`` equal to ``--data`` replaced the measured file with the report, and a missing file failed after the fits."""
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import DEFAULT_DATA
+    from simulator.h200_tinygrid import DATASETS
+
+    d = Path(data)
+    if not d.is_file():
+        return f"--data {data!r} is not a file; give a characterisation file (default {C15})"
+    seen = {Path(f).resolve() for f in (*DEFAULT_DATA, *DATASETS["nine+c14"])}
+    if d.resolve() in seen:
+        return (f"--data {data!r} is one of the files the structures are fitted on, so it is not held out; give a file "
+                f"none of them saw (default {C15})")
+    if output and Path(output).resolve() == d.resolve():
+        return f"-o {output!r} is the --data file: it would be replaced by the report; give another -o"
+    return None
 
 
 if __name__ == "__main__":

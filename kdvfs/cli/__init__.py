@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         from kdvfs.cli.paths import refuse_outputs_over_inputs
 
         refuse_outputs_over_inputs(a)  # every verb: an output never replaces an input, checked before any work
+        from kdvfs.cli.common import check_seed
+
+        check_seed(a)
         return int(a.fn(a) or 0)
     except KdvfsError as e:
         print(f"kdvfs: error: {e}", file=sys.stderr)

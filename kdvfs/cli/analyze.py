@@ -65,6 +65,9 @@ def cmd_analyze(a) -> int:
         from kdvfs.identity import check_card
 
         check_card(prof.gpu, spec.name)
+        from kdvfs.cli.common import check_profile_clocks
+
+        check_profile_clocks(prof)  # as optimize's: a header edited to gpu=h100 planned an h200 profile's 2201 MHz
     if a.anchors and prof is not None:
         raise InputError(f"--anchors {a.anchors!r} adapts the kernel model to your card, and --profile "
                          f"{a.profile!r} already holds the powers the plan uses: give one or the other (build the "

@@ -62,6 +62,11 @@ def profile_card(spec, prof, where: str = "--profile", say: bool = True):
     ``say``: one line on stderr naming the card."""
     if prof is None or not prof.card:
         return spec, None
+    if not prof.gpu:  # profile build --anchors always names it; without it optimize and compare adapted rtx3080ti
+        raise InputError(f"{where}: its header records the card it was built for (card.anchors=…) but not which GPU "
+                         f"that is (gpu= is empty), so the card's anchors would be applied to {spec.name}'s fit; put "
+                         "the GPU back in the header (gpu=h200) or rebuild the profile with `kdvfs profile build "
+                         "--anchors FILE`")
     from kdvfs.card_anchor import CardAnchor, adapted
 
     pa = CardAnchor.from_header(prof.card, spec.name, where)

@@ -89,8 +89,11 @@ def cmd_characterize(a) -> int:
         known = {k.name for k in zoo}
         bad = [w for w in want if w not in known]
         if bad:  # the sets not in `all` (thermal, warm-cool, conv) are not listed by a plain --list either: name the set
-            raise InputError(f"--only: {', '.join(bad)} not in the zoo of --set {a.set}; `kdvfs characterize --set {a.set} "
-                             "--list` names its entries (or give the --set that holds them)")
+            holds = sorted({nm for nm, fn in ZOO_SETS.items() if bad[0] in {k.name for k in fn()}})
+            where = (f"; {bad[0]} is in --set {' and --set '.join(holds)}" if holds else
+                     f"; no --set holds {bad[0]}")
+            raise InputError(f"--only: {', '.join(bad)} not in the zoo of --set {a.set}{where}; `kdvfs characterize "
+                             f"--set {a.set} --list` names its entries")
         zoo = tuple(k for k in zoo if k.name in want)
     if a.list:
         rows = [[k.name, k.category, k.dtype, "x".join(map(str, k.shape)), f"{k.work.flops:.3g}", f"{k.work.bytes:.3g}"]

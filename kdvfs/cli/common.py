@@ -9,7 +9,7 @@ from typing import Any
 from kdvfs.console import make_console
 from kdvfs.errors import InputError
 
-__all__ = ["MECHANISM_OVERHEADS", "SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "default_profile", "limiter_of", "load_profile_ref", "low_clock_caution", "overlap_note", "shapes_note", "load_trace", "note_other_card", "out", "problem",
+__all__ = ["MECHANISM_OVERHEADS", "SETTINGS_HELP", "add_limiter_arg", "check_profile_clocks", "check_seed", "default_profile", "limiter_of", "load_profile_ref", "low_clock_caution", "overlap_note", "shapes_note", "load_trace", "note_other_card", "out", "problem",
            "PROGRESS_EVERY_S", "PlainProgress", "profile_gpu", "progress", "stage_progress", "switch_model", "write_csv"]
 
 MECHANISM_OVERHEADS = ("163 µs for the host synchronisation and relaunch, measured on the H200, whatever the switch "
@@ -183,6 +183,14 @@ def check_profile_clocks(prof) -> None:
         except InputError as e:
             raise InputError(f"profile for {prof.gpu} holds a setting the card lacks: {e}; rebuild the profile with "
                              f"`kdvfs profile build --gpu {prof.gpu}` or drop those rows") from None
+
+
+def check_seed(a) -> None:
+    """``--seed`` is a non-negative whole number: numpy's generators refuse a negative one, and characterize, sweep,
+    validate (fake backend) and simulate ended in its traceback (``expected non-negative integer``), exit 1."""
+    seed = getattr(a, "seed", None)
+    if seed is not None and seed < 0:
+        raise InputError(f"--seed {seed} must be a whole number ≥ 0 (the random generator's seed); e.g. --seed 0")
 
 
 def switch_model(a, gpu_name: str | None):

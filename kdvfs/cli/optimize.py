@@ -39,7 +39,7 @@ def cmd_optimize(a) -> int:
     if a.limiter != "off":
         from kdvfs.cli.anchor import profile_card
 
-        spec, _ = profile_card(get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti"), pb.profile)
+        spec, _ = profile_card(get_gpu(a.gpu or pb.profile.gpu or "rtx3080ti"), pb.profile, f"--profile {a.profile!r}")
         lim = limiter_of(a, spec, can=not a.switch_aware and a.objective == "waste" and a.scope == "global",
                          why="choosing under the limiter is done for the global waste objective, not switch-aware")
     if lim is not None:  # chosen under the card's power limiter (its steady state)
@@ -56,7 +56,8 @@ def cmd_optimize(a) -> int:
 
         # the stalls at the idle power of the card the profile was built for (profile build --anchors)
         s = switch_aware(pb, sw, a.mechanism, a.slack,
-                         SwitchCosts.for_gpu(profile_card(get_gpu(card), pb.profile, say=a.limiter == "off")[0]))
+                         SwitchCosts.for_gpu(profile_card(get_gpu(card), pb.profile, f"--profile {a.profile!r}",
+                                                         say=a.limiter == "off")[0]))
     else:
         s = optimize(pb, a.objective, a.slack, a.granularity, a.scope, a.solver)
     if a.output:
@@ -273,7 +274,7 @@ def cmd_compare(a) -> int:
     check_card(pb.profile.gpu, spec.name)
     from kdvfs.cli.anchor import profile_card
 
-    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
+    spec, _ = profile_card(spec, pb.profile, f"--profile {a.profile!r}")  # the card a profile built with --anchors is of
     sw = switch_model(a, spec.name)
     lim = limiter_of(a, spec)
     if lim is None:

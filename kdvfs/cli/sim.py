@@ -47,7 +47,7 @@ def cmd_simulate(a) -> int:
     check_card(pb.profile.gpu, spec.name)
     from kdvfs.cli.anchor import profile_card
 
-    spec, _ = profile_card(spec, pb.profile)  # the card a profile built with --anchors is of
+    spec, _ = profile_card(spec, pb.profile, f"--profile {a.profile!r}")  # the card a profile built with --anchors is of
     sched = load_schedule(a.schedule)
     if a.mechanism is None:
         # the mechanism the schedule was planned for (`analyze` plans for predictive): replaying a 1 % boundary plan
