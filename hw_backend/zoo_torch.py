@@ -322,8 +322,9 @@ class TorchZoo:
         if k.op == "conv2d":
             return lambda: F.conv2d(x, wt, padding=p)
         gy = rnd(nb, co, h, w)
-        return lambda: aten.convolution_backward(gy, x, wt, None, [1, 1], [p, p], [1, 1], False, [0, 0], 1,
-                                                 [True, True, False])
+        # with the bias's gradient, as the step's convolution_backward (its output mask [True, True, True])
+        return lambda: aten.convolution_backward(gy, x, wt, [co], [1, 1], [p, p], [1, 1], False, [0, 0], 1,
+                                                 [True, True, True])
 
     def prepare(self, k: ZooKernel) -> None:
         torch = self.torch
