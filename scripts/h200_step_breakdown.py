@@ -14,14 +14,22 @@ import sys
 from pathlib import Path
 
 from kdvfs.gpus import get_gpu
-from simulator.step_breakdown import SHARE_KEYS, association, breakdown_steps, check_rows, summary_rows
+from simulator.step_breakdown import (
+    SHARE_KEYS,
+    association,
+    breakdown_steps,
+    by_power_band,
+    check_rows,
+    step_ops_pricing,
+    summary_rows,
+)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="+", metavar="DIR[@REPORT]")
-    ap.add_argument("-o", "--output", help="the breakdown JSON (default: print only)")
-    ap.add_argument("--top", type=int, default=25, help="ops kept per step, by predicted energy (default 25)")
+    ap.add_argument("-o", "--output", help="the breakdown JSON, gzipped where it ends in .gz (default: print only)")
+    ap.add_argument("--top", type=int, default=15, help="ops kept per step, by predicted energy (default 15)")
     ap.add_argument("--gpu", default="h200")
     a = ap.parse_args(argv)
     cmd = " ".join(["python -m scripts.h200_step_breakdown",
@@ -47,16 +55,51 @@ def main(argv=None) -> int:
     out["summary"] = rows_all
     out["association"] = {key: association(rows_all, f"{key}_share") for _, key in SHARE_KEYS}
     out["association"]["kernel_power_w"] = association(rows_all, "kernel_power_w")
+    out["association"]["kernel_power_w (check)"] = association(rows_all, "kernel_power_w", "check_kernel_error_pct")
     for key, s in out["association"].items():
         if s.get("steps", 0) >= 3:
             print(f"kernel error against {key} over {s['steps']} steps: slope {s['slope_pct_per_share']:+.3g} "
                   f"points per unit, r = {s['correlation']:+.2f}; mean error above the median "
                   f"({s['median_share']:.3g}) {s['mean_error_above_median_pct']:+.2f} %, at or below "
                   f"{s['mean_error_at_or_below_median_pct']:+.2f} %")
+    out["by_power_band"] = by_power_band(rows_all)
+    out["by_power_band_check"] = by_power_band(rows_all, check=True)
+    for tag, bands in (("breakdown", out["by_power_band"]), ("check", out["by_power_band_check"])):
+        for b in bands:
+            upper = f"{b['to_w']:.0f}" if b["to_w"] is not None else ""
+            print(f"[{tag}] kernels predicted at {b['from_w']:.0f}–{upper} W: {b['steps']} steps, kernel error mean "
+                  f"{b['mean_kernel_error_pct']:+.2f} %, median {b['median_kernel_error_pct']:+.2f} %, lacking "
+                  f"{b['median_missing_power_w']:+.1f} W (median); {b['within_3pct']} within 3 %")
+    out["by_folder"] = {}
+    for d in out["folders"]:
+        sel = [r for r in rows_all if r["folder"] == d and r.get("missing_power_w") is not None]
+        if sel:
+            mp = sorted(r["missing_power_w"] for r in sel)
+            ke = sorted(r["kernel_error_pct"] for r in sel)
+            out["by_folder"][d] = {"steps": len(sel), "median_missing_power_w": mp[len(mp) // 2],
+                                   "median_kernel_error_pct": ke[len(ke) // 2]}
+            print(f"{d}: {len(sel)} steps, the kernels lack {mp[len(mp) // 2]:+.1f} W (median; upper median of an "
+                  f"even count), kernel error {ke[len(ke) // 2]:+.2f} %")
+    out["step_ops_pricing"] = step_ops_pricing()
+    for r in out["step_ops_pricing"]:
+        if r["importer_flops"] is not None:
+            print(f"{r['entry']}: the importer ({r['op']}, {r['family']}) gives {_ratio(r['importer_flops'], r['zoo_flops'])}"
+                  f" of its FLOPs and {_ratio(r['importer_bytes'], r['zoo_bytes'])} of its bytes")
     if a.output:
         Path(a.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.output).write_text(json.dumps(out, indent=1) + "\n")
+        text = json.dumps(out, indent=1) + "\n"
+        if a.output.endswith(".gz"):
+            import gzip
+
+            with open(a.output, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", filename="", mtime=0) as f:
+                f.write(text.encode())  # mtime 0: the same breakdown gives the same bytes
+        else:
+            Path(a.output).write_text(text)
     return 0
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.3g} ×" if b else ("0 ×" if not a else "∞")
 
 
 def _pct(v) -> str:

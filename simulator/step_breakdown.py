@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +32,9 @@ import numpy as np
 from kdvfs import work as _work
 from kdvfs.errors import FormatError, InputError
 
-__all__ = ["SHARE_KEYS", "ZOO_OPS", "association", "breakdown_steps", "check_rows", "kernel_rows", "op_family",
-           "step_ops_pricing", "summary_rows", "work_source"]
+__all__ = ["SHARE_KEYS", "ZOO_OPS", "association", "breakdown_steps", "by_power_band", "check_rows", "kernel_rows",
+           "op_family", "step_ops_pricing", "summary_rows",
+           "work_source"]
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,14 @@ def summary_rows(doc: dict) -> list[dict]:
             # the kernels' error if the gaps were exact: (measured − predicted gaps) against the predicted kernels
             r["kernel_error_pct"] = 100 * (st["kernel_energy_j"] / (st["measured_energy_j"] - st["gap_energy_j"]) - 1)
             r["measured_power_w"] = st["measured_energy_j"] / st["measured_time_s"]
+            # the power the kernels lack on average, were the gaps exact
+            r["missing_power_w"] = (st["measured_energy_j"] - st["gap_energy_j"] - st["kernel_energy_j"]) \
+                / st["kernel_time_s"]
+            ce = (st.get("check") or {}).get("energy_j")
+            if ce is not None:  # the same from the check's own prediction (the limiter's dynamics, not its steady state)
+                kc = ce - st["gap_energy_j"]
+                r["check_kernel_error_pct"] = 100 * (kc / (st["measured_energy_j"] - st["gap_energy_j"]) - 1)
+                r["check_missing_power_w"] = (st["measured_energy_j"] - st["gap_energy_j"] - kc) / st["kernel_time_s"]
         for view, key in SHARE_KEYS:
             g = next((g for g in st[view] if g["key"] == key), None)
             r[f"{key}_share"] = g["energy_share"] if g else 0.0
@@ -361,4 +370,26 @@ def step_ops_pricing() -> list[dict]:
             row["flops_ratio"] = iw.flops / row["zoo_flops"] if row["zoo_flops"] else None
             row["bytes_ratio"] = iw.bytes / row["zoo_bytes"] if row["zoo_bytes"] else None
         out.append(row)
+    return out
+
+
+def by_power_band(rows: list[dict], edges_w: Sequence[float] = (0.0, 450.0, 550.0, 650.0, 1e9), *,
+                  check: bool = False) -> list[dict]:
+    """The steps grouped by their kernels' predicted average power (``kernel_power_w``): per band, how many steps,
+    the mean and median kernel error, the median power the kernels lack (``missing_power_w``) and how many steps meet
+    the 3 % energy target. ``check``: the errors and missing power from the check's own predictions
+    (``check_kernel_error_pct``), not the breakdown's steady state. A description of the stored checks."""
+    ek, mk, tk = ("check_kernel_error_pct", "check_missing_power_w", "check_error_pct") if check else \
+        ("kernel_error_pct", "missing_power_w", "error_pct")
+    out = []
+    for lo, hi in zip(edges_w[:-1], edges_w[1:]):
+        sel = [r for r in rows if r.get(ek) is not None and lo <= r["kernel_power_w"] < hi]
+        if not sel:
+            continue
+        e = np.array([r[ek] for r in sel])
+        out.append({"from_w": lo, "to_w": hi if hi < 1e9 else None, "steps": len(sel), "mean_kernel_error_pct":
+                    float(e.mean()), "median_kernel_error_pct": float(np.median(e)),
+                    "median_missing_power_w": float(np.median([r[mk] for r in sel])),
+                    "within_3pct": int(sum(abs(r[tk]) <= 3.0 for r in sel)),
+                    "models": [r["model"] for r in sel]})
     return out
