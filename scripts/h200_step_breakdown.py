@@ -1,5 +1,5 @@
 """Measured steps' predicted energy split by op and by how each kernel's work was priced (issue 12, session 11):
-``simulator.step_breakdown``. ``python -m scripts.h200_step_breakdown DIR[@REPORT] ... [-o FILE] [--top N]``.
+``simulator.step_breakdown``. ``python -m scripts.h200_step_breakdown DIR[@REPORT] ... [-o FILE] [--top N] [--measured ZOO [--measured-vs ANCHOR]]``.
 
 Each DIR is a ``kdvfs-steps/1`` folder (steps.json and its Kineto traces); REPORT (a file name in DIR) is the
 ``validate-steps`` report whose gap power and judged energy each step is set beside (default: DIR/steps_check.json
@@ -20,6 +20,7 @@ from simulator.step_breakdown import (
     breakdown_steps,
     by_power_band,
     check_rows,
+    measured_substitution,
     step_ops_pricing,
     summary_rows,
 )
@@ -31,6 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", help="the breakdown JSON, gzipped where it ends in .gz (default: print only)")
     ap.add_argument("--top", type=int, default=15, help="ops kept per step, by predicted energy (default 15)")
     ap.add_argument("--gpu", default="h200")
+    ap.add_argument("--measured", metavar="FILE", help="a zoo file (kdvfs characterize) whose kernels the steps ran: "
+                    "each step again with those kernels at their measured power (measured_substitution)")
+    ap.add_argument("--measured-vs", metavar="FILE", help="a characterisation file of the steps' own card (their "
+                    "anchor run): the zoo card's idle power above it is taken off the measured powers")
     a = ap.parse_args(argv)
     cmd = " ".join(["python -m scripts.h200_step_breakdown",
                     *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
@@ -80,6 +85,28 @@ def main(argv=None) -> int:
                                    "median_kernel_error_pct": ke[len(ke) // 2]}
             print(f"{d}: {len(sel)} steps, the kernels lack {mp[len(mp) // 2]:+.1f} W (median; upper median of an "
                   f"even count), kernel error {ke[len(ke) // 2]:+.2f} %")
+    if a.measured:
+        from hw_backend.characterize import load_characterization
+
+        zoo = load_characterization(a.measured)
+        offset = 0.0
+        if a.measured_vs:
+            offset = float(zoo["idle_after"]["power_w"]) - float(load_characterization(a.measured_vs)["idle_after"]["power_w"])
+        sub = {"measured": a.measured, "measured_vs": a.measured_vs, "static_offset_w": offset, "folders": {}}
+        for arg in a.dirs:
+            d, _, rep = arg.partition("@")
+            report = Path(d) / (rep or "steps_check.json")
+            res = measured_substitution(d, spec, zoo, checks=check_rows(report) if report.is_file() else None,
+                                        static_offset_w=offset)
+            sub["folders"][d] = {m: r for m, r in res.items() if r["entries"]}
+            for m, r in sub["folders"][d].items():
+                print(f"{d} {m}: {1e3 * r['matched_time_s']:.2f} of {1e3 * r['kernel_time_s']:.1f} ms of kernels "
+                      f"measured alone ({len(r['entries'])} entries, less {offset:.1f} W): error "
+                      f"{r['error_pct']:+.2f} % → {r['substituted_error_pct']:+.2f} %")
+                for n, g in r["entries"].items():
+                    print(f"    {n}: {1e3 * g['time_s']:.2f} ms, predicted {g['predicted_power_w']:.0f} W, measured "
+                          f"{g['measured_power_w']:.0f} W")
+        out["substitution"] = sub
     out["step_ops_pricing"] = step_ops_pricing()
     for r in out["step_ops_pricing"]:
         if r["importer_flops"] is not None:

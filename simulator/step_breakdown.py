@@ -32,8 +32,8 @@ import numpy as np
 from kdvfs import work as _work
 from kdvfs.errors import FormatError, InputError
 
-__all__ = ["SHARE_KEYS", "ZOO_OPS", "association", "breakdown_steps", "by_power_band", "check_rows", "kernel_rows",
-           "op_family", "step_ops_pricing", "summary_rows",
+__all__ = ["MATCH_TIME_TOLERANCE", "SHARE_KEYS", "ZOO_OPS", "association", "breakdown_steps", "by_power_band",
+           "check_rows", "kernel_rows", "measured_substitution", "op_family", "step_ops_pricing", "summary_rows",
            "work_source"]
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,8 @@ def kernel_rows(trace, spec, lim, gap: tuple[float, float] | None = None) -> tup
     rows = []
     for i, k in enumerate(trace.kernels):
         ts = float(t[i, 0] * reps[i])
-        rows.append({"name": k.name, "op": _short(k.op), "family": op_family(k.op), "category": k.category,
+        rows.append({"name": k.name, "grid": list(k.grid) if k.grid else None, "time_one_s": float(t[i, 0]),
+                     "op": _short(k.op), "family": op_family(k.op), "category": k.category,
                      "work_source": work_source(k), "in_zoo": _in_zoo(k), "time_s": ts,
                      "energy_j": float(ts * pw[i, 0]), "flops": (k.flops or 0.0) * reps[i],
                      "bytes": (k.bytes or 0.0) * reps[i]})
@@ -364,11 +365,12 @@ def step_ops_pricing() -> list[dict]:
         g = max(1, k.graph)
         op, dims, types, conc = _as_traced(k)
         iw = _work.op_work(op, dims, types, concrete=conc, backward=op.endswith("_backward"))
-        row = {"entry": k.name, "op": op, "family": op_family(op), "zoo_flops": w.flops / g, "zoo_bytes": w.bytes / g,
-               "importer_flops": iw.flops if iw else None, "importer_bytes": iw.bytes if iw else None}
+        zf, zb = w.flops / g, w.bytes / g
+        row: dict = {"entry": k.name, "op": op, "family": op_family(op), "zoo_flops": zf, "zoo_bytes": zb,
+                     "importer_flops": iw.flops if iw else None, "importer_bytes": iw.bytes if iw else None}
         if iw:
-            row["flops_ratio"] = iw.flops / row["zoo_flops"] if row["zoo_flops"] else None
-            row["bytes_ratio"] = iw.bytes / row["zoo_bytes"] if row["zoo_bytes"] else None
+            row["flops_ratio"] = iw.flops / zf if zf else None
+            row["bytes_ratio"] = iw.bytes / zb if zb else None
         out.append(row)
     return out
 
@@ -392,4 +394,72 @@ def by_power_band(rows: list[dict], edges_w: Sequence[float] = (0.0, 450.0, 550.
                     "median_missing_power_w": float(np.median([r[mk] for r in sel])),
                     "within_3pct": int(sum(abs(r[tk]) <= 3.0 for r in sel)),
                     "models": [r["model"] for r in sel]})
+    return out
+
+
+MATCH_TIME_TOLERANCE = 0.15
+"""A step kernel is the zoo's kernel only where its duration is within this share of the one the entry launched:
+name and grid alone match the spatial log-softmax of batch 4 to the entry of batch 16 (its grid is fixed)."""
+
+
+def measured_substitution(steps_dir: str | Path, spec, characterization: dict, *, lim=None,
+                          checks: Mapping[str, dict] | None = None, models: Iterable[str] | None = None,
+                          static_offset_w: float = 0.0) -> dict:
+    """What each step's prediction becomes where its kernels are ones a zoo file measured alone: a step kernel whose
+    name and launch grid equal one the entry launched (``launch_grids``: the same ATen kernel at the same size) takes
+    that entry's measured power (less ``static_offset_w``: the zoo's card's idle power above the steps' card's) over its
+    own predicted duration, in place of the model's power, where its duration is the entry's kernel's within
+    ``MATCH_TIME_TOLERANCE``. A substitution of
+    measurements, not a fit: it says how much of a step's miss the measured ops carry. The zoo's windows hold each op
+    alone for seconds (a warmer die than a light step's: the thermal fit's ~0.76 W/°C), and a multi-kernel entry's
+    power is its kernels' average."""
+    from kdvfs.importers import import_kineto
+    from kdvfs.limiter import gap_power_for, limiter_for
+    from simulator.stepcheck import _checked_steps
+
+    table: dict[tuple[str, tuple], tuple[str, float, float]] = {}
+    for e in characterization.get("kernels") or []:
+        if not isinstance(e, dict) or not isinstance(e.get("power_w"), (int, float)):
+            continue
+        for g in e.get("launch_grids") or []:
+            if isinstance(g, dict) and g.get("name") and g.get("grid"):
+                us = g.get("us")
+                if isinstance(us, (int, float)) and us > 0:
+                    table[(str(g["name"])[:200], tuple(g["grid"]))] = (str(e["name"]),
+                                                                      float(e["power_w"]) - static_offset_w, 1e-6 * us)
+    d = Path(steps_dir)
+    path = d / "steps.json"
+    if not path.is_file():
+        raise InputError(f"{str(path)!r} does not exist; give a folder `kdvfs measure-steps -o` wrote")
+    doc = json.loads(path.read_text())
+    lim = lim or limiter_for(spec)
+    want = set(models) if models is not None else None
+    out = {}
+    for st in _checked_steps(doc, path):
+        if "error" in st or (want is not None and st["model"] not in want):
+            continue
+        trace = import_kineto(d / st["trace"], name=st["model"]).trace
+        busy = float(trace.repeats @ trace.times_s)
+        gap_s = max(float(st["step_time_s"]) - busy, 0.0)
+        chk = (checks or {}).get(st["model"]) or {}
+        gw = float(chk["gap_power_w"]) if chk.get("gap_power_w") is not None else float(gap_power_for(spec) or 0.0)
+        rows, _ = kernel_rows(trace, spec, lim, (gap_s, gw) if gap_s > 0 else None)
+        pred = sum(r["energy_j"] for r in rows) + gap_s * gw
+        by_entry: dict[str, dict] = {}
+        for r in rows:
+            hit = table.get((r["name"][:200], tuple(r["grid"] or ())))
+            if hit is None or abs(r["time_one_s"] / hit[2] - 1) > MATCH_TIME_TOLERANCE:
+                continue
+            g = by_entry.setdefault(hit[0], {"time_s": 0.0, "predicted_j": 0.0, "measured_power_w": hit[1]})
+            g["time_s"] += r["time_s"]
+            g["predicted_j"] += r["energy_j"]
+        dE = sum(g["time_s"] * g["measured_power_w"] - g["predicted_j"] for g in by_entry.values())
+        meas = float(st["step_energy_j"])
+        out[st["model"]] = {"predicted_energy_j": pred, "measured_energy_j": meas,
+                            "error_pct": 100 * (pred / meas - 1), "substituted_energy_j": pred + dE,
+                            "substituted_error_pct": 100 * ((pred + dE) / meas - 1),
+                            "matched_time_s": sum(g["time_s"] for g in by_entry.values()),
+                            "kernel_time_s": sum(r["time_s"] for r in rows),
+                            "entries": {n: dict(g, predicted_power_w=g["predicted_j"] / g["time_s"])
+                                        for n, g in sorted(by_entry.items()) if g["time_s"] > 0}}
     return out

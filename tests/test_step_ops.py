@@ -164,3 +164,31 @@ def test_power_bands_group_steps_by_their_kernels_power():
         (2, -4.0, 15.0, 1)
     assert hi["models"] == ["c"] and hi["to_w"] is None
     assert by_power_band(rows, check=True) == []  # no check-side errors in these rows
+
+
+def test_measured_substitution_swaps_in_the_zoo_power_of_the_same_kernel(tmp_path):
+    from kdvfs.gpus import get_gpu
+    from kdvfs.importers import import_kineto
+    from kdvfs.limiter import limiter_for
+    from simulator.step_breakdown import breakdown_steps, kernel_rows, measured_substitution
+
+    spec = get_gpu("h200")
+    _one_step(tmp_path)
+    t = import_kineto(tmp_path / "blk.kineto.json.gz", name="blk").trace
+    busy = float(t.repeats @ t.times_s)
+    rows, _ = kernel_rows(t, spec, limiter_for(spec), (0.25 * busy, 120.0))
+    k = max((r for r in rows if r["grid"]), key=lambda r: r["energy_j"])
+    entry = {"name": "zoo_x", "power_w": 650.0,
+             "launch_grids": [{"name": k["name"], "grid": k["grid"], "us": 1e6 * k["time_one_s"]}]}
+    # the same name and grid, twice as long: another kernel (the tolerance refuses it)
+    other = {"name": "zoo_y", "power_w": 100.0,
+             "launch_grids": [{"name": k["name"] + "_", "grid": k["grid"], "us": 2e6 * k["time_one_s"]}]}
+    out = measured_substitution(tmp_path, spec, {"kernels": [entry, other]}, static_offset_w=10.0)["blk"]
+    same = [r for r in rows if r["name"] == k["name"] and r["grid"] == k["grid"]
+            and abs(r["time_one_s"] / k["time_one_s"] - 1) <= 0.15]
+    t_m = sum(r["time_s"] for r in same)
+    e_m = sum(r["energy_j"] for r in same)
+    assert list(out["entries"]) == ["zoo_x"] and out["matched_time_s"] == pytest.approx(t_m)
+    assert out["substituted_energy_j"] - out["predicted_energy_j"] == pytest.approx(t_m * 640.0 - e_m)
+    st = breakdown_steps(tmp_path, spec)["steps"]["blk"]  # the same default gap power
+    assert out["predicted_energy_j"] == pytest.approx(st["predicted_energy_j"], rel=1e-9)
