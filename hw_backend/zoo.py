@@ -23,8 +23,8 @@ from kdvfs.work import (
     softmax_work,
 )
 
-__all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "small_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
+__all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
+           "held_duty_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
            "top_clock_zoo",
            "warm_cool_zoo"]
 
@@ -42,7 +42,11 @@ class ZooKernel:
             stride)``, and its backward), ``batch_norm`` and ``batch_norm_bwd`` (training-mode batch norm over
             ``(N, C, H, W)``, and its backward), ``sigmoid``, ``avg_pool`` (global average pooling of ``(N, C, H, W)``
             to ``(N, C)``), ``gconv1d`` and ``gconv1d_bwd`` (a grouped 1-D convolution, shape ``(N, C, L, k,
-            groups)``, "same" padding k // 2, C channels in and out, and its backward).
+            groups)``, "same" padding k // 2, C channels in and out, and its backward); the ``step-ops`` set's
+            ``upsample_bilinear`` (``(N, C, h, w, scale)``), ``log_softmax_ch`` (along dim 1 of ``(N, C, H, W)``),
+            ``copy_nhwc`` (channels-last to contiguous), ``avg_pool2d`` (``(N, C, H, W, k)``, stride 1),
+            ``group_norm`` (``(N, C, H, W, groups)``), each with a ``_bwd``, ``col2im`` (``(N, C, L, k)``) and
+            ``conv2d``/``conv2d_bwd`` (dense, ``(N, Cin, H, W, Cout, k)``, stride 1, "same" padding).
         dtype: ``bf16``, ``fp16``, ``fp32`` or ``tf32`` (fp32 storage, tf32 tensor cores).
         shape: the op's sizes (GEMM ``(m, n, k)``, attention ``(b, h, s, d)``, else the tensor's shape).
         causal: attention with a causal mask.
@@ -124,6 +128,8 @@ class ZooKernel:
             # backward at batch 16 did 111 TFLOP/s, beyond the CUDA cores' 67 (kdvfs.work.simt_by_name)
             return _conv_work(out * (c // grp) * kk, nb * c * length, out, c * (c // grp) * kk, d,
                               self.op == "gconv1d_bwd", tensor=self.op == "gconv1d_bwd" and d in ("bf16", "fp16"))
+        if self.op in _STEP_OPS:
+            return _step_op_work(self.op, s, d)
         if self.op == "adamw":  # param, grad, exp_avg, exp_avg_sq read, three written, fp32
             return Work(float(n * 12), float(n * 7 * 4), "fp32", False)
         raise InputError(f"zoo kernel {self.name!r}: op {self.op!r} is unknown")
@@ -140,6 +146,50 @@ def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward
     if backward:
         return Work(4.0 * macs, float((2 * out + 2 * inp + 2 * weights) * size), dtype, tensor)
     return Work(2.0 * macs, float((inp + out + weights) * size), dtype, tensor)
+
+
+_STEP_OPS = ("upsample_bilinear", "upsample_bilinear_bwd", "log_softmax_ch", "log_softmax_ch_bwd", "copy_nhwc",
+             "avg_pool2d", "avg_pool2d_bwd", "group_norm", "group_norm_bwd", "col2im", "conv2d", "conv2d_bwd")
+
+UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
+"""FLOPs per output element of ATen's bilinear upsampling (UpSampleBilinear2d.cu): the forward blends four inputs,
+``h0λ·(w0λ·x00 + w1λ·x01) + h1λ·(w0λ·x10 + w1λ·x11)`` (six multiplies, three adds); the backward scatters each
+output gradient to its four inputs, ``atomicAdd(gx, hλ·wλ·gy)`` four times (eight multiplies, four adds)."""
+
+
+def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
+    """The work of the ``step-ops`` set's ops, from their arithmetic. ``kdvfs.work`` has no formula for upsampling,
+    pooling windows or col2im (the importer prices them as elementwise ops over their largest operand, its last
+    branch), so these are written out here; the spatial log-softmax, the group norm, the layout copy and the dense
+    convolution take the importer's own formulas (``softmax_work``, ``norm_work``, ``copy_work``, ``_conv_work``)."""
+    size = 2 if d in ("bf16", "fp16") else 4
+    if op in ("upsample_bilinear", "upsample_bilinear_bwd"):  # (N, C, h, w, scale): h × w up to (h·scale) × (w·scale)
+        nb, c, h, w, sc = s
+        small, big = nb * c * h * w, nb * c * h * sc * w * sc
+        if op == "upsample_bilinear":  # the input read once (its neighbours from cache), the output written
+            return Work(UPSAMPLE_FLOPS["forward"] * big, float((small + big) * size), d, False)
+        # the output's gradient read once; the input's gradient zeroed (its own fill kernel), then accumulated
+        return Work(UPSAMPLE_FLOPS["backward"] * big, float((big + 2 * small) * size), d, False)
+    if op in ("log_softmax_ch", "log_softmax_ch_bwd"):  # (N, C, H, W), along C: cross-entropy over pixels
+        return softmax_work(int(np.prod(s)), d, row=s[1], backward=op.endswith("_bwd"), log=True)
+    if op == "copy_nhwc":  # (N, C, H, W) channels-last to contiguous: one read, one write
+        return copy_work(int(np.prod(s)), d)
+    if op in ("avg_pool2d", "avg_pool2d_bwd"):  # (N, C, H, W, k): k × k window, stride 1, padding k // 2
+        n, kk = int(np.prod(s[:4])), s[4]
+        # forward: k² adds and a divide per output; backward: each input's gradient sums k² output gradients, each
+        # divided by its window's count (ATen's avg_pool2d_backward_out_cuda_frame)
+        f = (kk * kk + 1) * n if op == "avg_pool2d" else 2 * kk * kk * n
+        return Work(float(f), float(2 * n * size), d, False)
+    if op in ("group_norm", "group_norm_bwd"):  # (N, C, H, W, groups): sized as the importer sizes native_group_norm
+        return norm_work(int(np.prod(s[:4])), d, backward=op == "group_norm_bwd")
+    if op == "col2im":  # (N, C, L, k): nn.Fold of [N, C·k, L] columns to [N, C, L, 1] (padding k // 2), one add each
+        nb, c, length, kk = s
+        cols = nb * c * kk * length
+        return Work(float(cols), float((cols + nb * c * length) * size), d, False)
+    # conv2d / conv2d_bwd: (N, Cin, H, W, Cout, k), dense, stride 1, "same" padding
+    nb, ci, h, w, co, kk = s
+    return _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
+                      op == "conv2d_bwd", tensor=d in ("bf16", "fp16"))
 
 
 def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:
@@ -519,6 +569,37 @@ def tiny_grid2_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def step_ops_zoo() -> tuple[ZooKernel, ...]:
+    """The sixteenth set (session 11, issue 12; measured for the next session, not fitted when added): the ops that
+    carry the blind set steps12's energy and that no other set runs alone (``validation/h200/step_breakdown/``), at
+    the shapes those steps ran them (their traces' input shapes). SegFormer-B0's loss head at 512² pixels and batch 16
+    in fp32 (bilinear upsampling of 150-class logits from 128² and its backward, the log-softmax along the classes and
+    its backward, the channels-last-to-contiguous copy): 27 of the step's 56 ms of kernels; PoolFormer-S12's token
+    mixer and norms at batch 128 in fp32 (3 × 3 average pooling and GroupNorm with one group, forward and backward)
+    and its MLP's 1 × 1 convolutions in bf16 (forward and backward, 33 % of its predicted energy; the zoo's
+    convolutions are depthwise and grouped only); ConvBERT's span convolution's ``col2im`` (nn.Unfold's backward).
+    Each entry is a single call where one lasts milliseconds, else a CUDA-graph replay of about 2–5 ms."""
+    e, nm, r, c = "elementwise", "norm", "reduction", "copy"
+    f, b = "fp32", "bf16"
+    seg, pool = (16, 150, 128, 128), (128, 64, 56, 56)
+    return (
+        ZooKernel("upsample_bilinear_fp32_16x150x128x128_x4", e, "upsample_bilinear", f, (*seg, 4)),
+        ZooKernel("upsample_bilinear_bwd_fp32_16x150x128x128_x4", e, "upsample_bilinear_bwd", f, (*seg, 4)),
+        ZooKernel("log_softmax_ch_fp32_16x150x512x512", r, "log_softmax_ch", f, (16, 150, 512, 512)),
+        ZooKernel("log_softmax_ch_bwd_fp32_16x150x512x512", r, "log_softmax_ch_bwd", f, (16, 150, 512, 512)),
+        ZooKernel("copy_nhwc_fp32_16x150x512x512", c, "copy_nhwc", f, (16, 150, 512, 512)),
+        ZooKernel("avg_pool2d_fp32_128x64x56x56_k3_graph8", e, "avg_pool2d", f, (*pool, 3), graph=8),
+        ZooKernel("avg_pool2d_bwd_fp32_128x64x56x56_k3_graph8", e, "avg_pool2d_bwd", f, (*pool, 3), graph=8),
+        ZooKernel("group_norm_fp32_128x64x56x56_g1_graph16", nm, "group_norm", f, (*pool, 1), graph=16),
+        ZooKernel("group_norm_bwd_fp32_128x64x56x56_g1_graph8", nm, "group_norm_bwd", f, (*pool, 1), graph=8),
+        ZooKernel("col2im_bf16_16x384x512_k9_graph16", c, "col2im", b, (16, 384, 512, 9), graph=16),
+        ZooKernel("conv2d_bf16_128x320x14x14_to1280_k1_graph32", "gemm", "conv2d", b, (128, 320, 14, 14, 1280, 1),
+                  graph=32),
+        ZooKernel("conv2d_bwd_bf16_128x320x14x14_to1280_k1_graph16", "gemm", "conv2d_bwd", b,
+                  (128, 320, 14, 14, 1280, 1), graph=16),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -533,7 +614,8 @@ def anchor_zoo() -> tuple[ZooKernel, ...]:
 ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": step_shape_zoo, "duty": duty_zoo,
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
-            "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo}
+            "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo,
+            "step-ops": step_ops_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from hw_backend.characterize import LIGHT, PROBE, SkipKernel, ZooKernel
+from hw_backend.zoo import _STEP_OPS
 
 __all__ = ["TorchZoo"]
 
@@ -246,6 +247,8 @@ class TorchZoo:
             p = kk // 2  # aten's convolution_backward called directly, as for dwconv_bwd
             return lambda: torch.ops.aten.convolution_backward(gy, x, wt, None, [1], [p], [1], False, [0], grp,
                                                                [True, True, False])
+        if k.op in _STEP_OPS:
+            return self._step_op(k, rnd, dt)
         if k.op == "idle":  # nothing launched: the wait (gap_s) is the whole invocation
             return lambda: None
         if k.op == "adamw":
@@ -258,6 +261,70 @@ class TorchZoo:
             self._keep += [ps, opt]
             return opt.step
         raise SkipKernel(f"op {k.op!r} has no torch implementation")
+
+    def _step_op(self, k: ZooKernel, rnd, dt) -> Callable[[], object]:
+        """The ``step-ops`` set's ops, as the steps12 traces recorded them (their ATen ops and arguments); backward
+        ops are called directly, as autograd calls them in a step (autograd.grad inside a CUDA-graph capture failed
+        on the H200, characterization8)."""
+        torch = self.torch
+        F = torch.nn.functional
+        aten = torch.ops.aten
+        s, dev = k.shape, self.device
+        cl = torch.channels_last
+        if k.op in ("upsample_bilinear", "upsample_bilinear_bwd"):
+            nb, c, h, w, sc = s
+            if k.op == "upsample_bilinear":
+                # SegFormer's logits reach the upsampling channels-last (a cuDNN convolution's output): the step ran
+                # ATen's upsample_bilinear2d_nhwc_out_frame
+                x = rnd(nb, c, h, w).contiguous(memory_format=cl)
+                self._keep.append(x)
+                return lambda: F.interpolate(x, scale_factor=sc, mode="bilinear", align_corners=False)
+            gy = rnd(nb, c, h * sc, w * sc)  # contiguous, from the log-softmax's backward: the NCHW kernel
+            return lambda: aten.upsample_bilinear2d_backward(gy, [h * sc, w * sc], [nb, c, h, w], False)
+        if k.op in ("log_softmax_ch", "log_softmax_ch_bwd"):
+            x = rnd(*s)
+            if k.op == "log_softmax_ch":
+                return lambda: torch.log_softmax(x, dim=1)  # cunn_SpatialSoftMaxForward
+            y = torch.log_softmax(x, dim=1)
+            gy = rnd(*s)
+            self._keep.append(y)
+            return lambda: aten._log_softmax_backward_data(gy, y, 1, y.dtype)
+        if k.op == "copy_nhwc":
+            a = rnd(*s).contiguous(memory_format=cl)
+            out = torch.empty(*s, device=dev, dtype=dt)
+            self._keep += [a, out]
+            return lambda: out.copy_(a)
+        if k.op in ("avg_pool2d", "avg_pool2d_bwd"):  # PoolFormer's token mixer: count_include_pad=False
+            kk = s[4]
+            p = kk // 2
+            x = rnd(*s[:4])
+            if k.op == "avg_pool2d":
+                return lambda: F.avg_pool2d(x, kk, 1, p, count_include_pad=False)
+            gy = rnd(*s[:4])
+            return lambda: aten.avg_pool2d_backward(gy, x, [kk, kk], [1, 1], [p, p], False, False, None)
+        if k.op in ("group_norm", "group_norm_bwd"):  # PoolFormer's GroupNorm(1, C), fp32 affine parameters
+            nb, c, h, w, grp = s
+            x, wt, bs = rnd(nb, c, h, w), rnd(c, dtype=torch.float32), rnd(c, dtype=torch.float32)
+            if k.op == "group_norm":
+                return lambda: F.group_norm(x, grp, wt, bs)
+            _, mean, rstd = aten.native_group_norm(x, wt, bs, nb, c, h * w, grp, 1e-5)
+            gy = rnd(nb, c, h, w)
+            self._keep += [mean, rstd]
+            return lambda: aten.native_group_norm_backward(gy, x, mean, rstd, wt, nb, c, h * w, grp, [True, True, True])
+        if k.op == "col2im":  # ConvBERT's span convolution: nn.Unfold((k, 1), padding=(k // 2, 0)); its backward
+            nb, c, length, kk = s
+            cols = rnd(nb, c * kk, length)
+            return lambda: F.fold(cols, (length, 1), (kk, 1), padding=(kk // 2, 0))
+        # conv2d / conv2d_bwd: PoolFormer's MLP, 1 × 1 convolutions on channels-first bf16 activations
+        nb, ci, h, w, co, kk = s
+        p = kk // 2
+        x, wt = rnd(nb, ci, h, w), rnd(co, ci, kk, kk)
+        if k.op == "conv2d":
+            return lambda: F.conv2d(x, wt, padding=p)
+        gy = rnd(nb, co, h, w)
+        # with the bias's gradient, as the step's convolution_backward (its output mask [True, True, True])
+        return lambda: aten.convolution_backward(gy, x, wt, [co], [1, 1], [p, p], [1, 1], False, [0, 0], 1,
+                                                 [True, True, True])
 
     def prepare(self, k: ZooKernel) -> None:
         torch = self.torch
