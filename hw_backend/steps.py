@@ -34,7 +34,8 @@ MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large",
           "pythia-410m", "phi-1.5", "mistral-0.4b", "vit-base", "gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny",
           "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2",
           "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0", "qwen3-0.6b", "wav2vec2-base",
-          "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12")
+          "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12",
+          "squeezebert", "funnel-base", "nystromformer-base", "levit-256")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -146,19 +147,36 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                 embedding_size=128 if small else 768, conv_kernel_size=9, head_ratio=2,
                                 vocab_size=30522)
         cls, batch, seq = tf.ConvBertForMaskedLM, (2 if small else 16), (64 if small else 512)
-    elif name in ("segformer-b0", "poolformer-s12"):
+    elif name == "squeezebert":  # SqueezeBERT's shape (grouped 1-D convolutions in place of the position-wise layers)
+        cfg = tf.SqueezeBertConfig(hidden_size=128 if small else 768, embedding_size=128 if small else 768,
+                                   num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
+                                   intermediate_size=256 if small else 3072, q_groups=4, k_groups=4, v_groups=4,
+                                   post_attention_groups=1, intermediate_groups=4, output_groups=4, vocab_size=30528)
+        cls, batch, seq = tf.SqueezeBertForMaskedLM, (2 if small else 32), (64 if small else 512)
+    elif name == "funnel-base":  # Funnel-Transformer's shape (the sequence pooled between blocks, then upsampled back)
+        cfg = tf.FunnelConfig(d_model=128 if small else 768, n_head=4 if small else 12, d_head=32 if small else 64,
+                              d_inner=256 if small else 3072, block_sizes=[1, 1, 1] if small else [6, 6, 6],
+                              num_decoder_layers=1 if small else 2, vocab_size=30522)
+        cls, batch, seq = tf.FunnelForMaskedLM, (2 if small else 16), (64 if small else 512)
+    elif name == "nystromformer-base":  # Nyströmformer's shape (attention through landmarks and an iterative pseudo-inverse)
+        cfg = tf.NystromformerConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                                     num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                                     num_landmarks=64, segment_means_seq_len=64 if small else 1024,
+                                     max_position_embeddings=(64 if small else 1024) + 2, vocab_size=30000)
+        cls, batch, seq = tf.NystromformerForMaskedLM, (2 if small else 16), (64 if small else 1024)
+    elif name in ("segformer-b0", "poolformer-s12", "levit-256"):
         return _vision2(name, torch, dev, small, batch_override)
     elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
         return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
     elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
-                  "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12"):
+                  "regnet-y-1.6gf", "mobilevit-small"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
-    if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m", "convbert-base"):  # ALiBi, relative, local, conv
-        # heads: no SDPA path
+    if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m", "convbert-base", "squeezebert", "funnel-base",
+                    "nystromformer-base"):  # ALiBi, relative, local, conv heads, pooled blocks, landmarks: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     model, g = _built(torch, cls, cfg, dev)
@@ -269,6 +287,12 @@ def _vision2(name: str, torch, dev: str, small: bool,
                                  decoder_hidden_size=64 if small else 256)
         size, batch = (64 if small else 512), 16
         cls, seq = tf.SegformerForSemanticSegmentation, (size // 32) ** 2
+    elif name == "levit-256":  # LeViT-256 (a convolution stem, attention with batch norm and hardswish, shrinking stages)
+        cfg = tf.LevitConfig(image_size=64 if small else 224, hidden_sizes=[32, 48, 64] if small else [256, 384, 512],
+                             num_attention_heads=[2, 3, 4] if small else [4, 6, 8], depths=[1, 1, 1] if small else
+                             [4, 4, 4], key_dim=[16, 16, 16] if small else [32, 32, 32], num_labels=1000)
+        size, batch = cfg.image_size, 256
+        cls, seq = tf.LevitForImageClassification, (size // 16) ** 2
     else:
         cfg = tf.PoolFormerConfig(depths=[1, 1, 1, 1] if small else [2, 2, 6, 2],
                                   hidden_sizes=[16, 32, 64, 128] if small else [64, 128, 320, 512], num_labels=1000)

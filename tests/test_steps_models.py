@@ -17,6 +17,7 @@ def test_parse_model_names_and_batch_variants():
     assert {"gemma-0.3b", "bloom-560m", "t5-base", "convnext-tiny", "falcon-0.3b", "deberta-base", "swin-tiny"} <= set(MODELS)
     assert {"mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12"} <= set(MODELS)  # session 11's blind set
     assert parse_model("segformer-b0-b4") == ("segformer-b0", 4)  # "b0" belongs to the name, "-b4" is the batch
+    assert {"squeezebert", "funnel-base", "nystromformer-base", "levit-256"} <= set(MODELS)  # session 11's sealed set
     assert all(parse_model(m) == (m, None) for m in MODELS)
     for bad in ("gpt3", "llama-0.5b-b0", "llama-0.5b-bx", "llama-0.5b-b", "-b2"):
         with pytest.raises(InputError, match="is not one of"):
