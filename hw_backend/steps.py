@@ -164,14 +164,12 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                      num_landmarks=64, segment_means_seq_len=64 if small else 1024,
                                      max_position_embeddings=(64 if small else 1024) + 2, vocab_size=30000)
         cls, batch, seq = tf.NystromformerForMaskedLM, (2 if small else 16), (64 if small else 1024)
-    elif name in ("segformer-b0", "poolformer-s12", "levit-256"):
-        return _vision2(name, torch, dev, small, batch_override)
     elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
         return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
     elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
-                  "regnet-y-1.6gf", "mobilevit-small"):
+                  "regnet-y-1.6gf", "mobilevit-small", "segformer-b0", "poolformer-s12", "levit-256"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
@@ -219,9 +217,9 @@ def _train_step(torch, model, dev: str, **inputs) -> Callable[[], None]:
 
 def _vision(name: str, torch, dev: str, small: bool,
             batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
-    """ViT-B/16 (a convolution patch embedding, then a transformer), Swin-T, ResNet-50, MobileNetV2, EfficientNet-B0
-    or ConvNeXt-T (depthwise 7×7 convolutions, channels-last LayerNorm, GELU MLPs) on 224×224 images, classifying into
-    1 000 labels."""
+    """ViT-B/16 (a convolution patch embedding, then a transformer), Swin-T, ResNet-50, MobileNetV2, EfficientNet-B0,
+    RegNetY, MobileViT-S, PoolFormer-S12, LeViT-256 or ConvNeXt-T (depthwise 7×7 convolutions, channels-last LayerNorm,
+    GELU MLPs) classifying images into 1 000 labels, or SegFormer-B0 labelling every pixel of 512×512 images."""
     import transformers as tf
 
     if name == "vit-base":
@@ -263,26 +261,7 @@ def _vision(name: str, torch, dev: str, small: bool,
         cfg = tf.MobileViTConfig(image_size=64 if small else 256, num_labels=1000)
         size = cfg.image_size
         cls, batch, seq = tf.MobileViTForImageClassification, 128, (size // 32) ** 2
-    else:
-        cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
-                                hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
-        size = 32 if small else 224
-        cls, batch, seq = tf.ConvNextForImageClassification, 64, (size // 32) ** 2  # the last stage's positions
-    model, g = _built(torch, cls, cfg, dev)
-    batch = batch_override or (2 if small else batch)
-    x = torch.randn((batch, 3, size, size), device=dev, generator=g)
-    y = torch.randint(0, cfg.num_labels, (batch,), device=dev, generator=g)
-    return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
-
-
-def _vision2(name: str, torch, dev: str, small: bool,
-             batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
-    """SegFormer-B0 (semantic segmentation at 512×512 into 150 classes: overlapping patch embeddings, attention over
-    spatially reduced keys, depthwise 3×3 convolutions in the MLP, an all-MLP decoder) or PoolFormer-S12 (average
-    pooling as the token mixer, group norm, 1×1-convolution MLPs; 224×224 into 1 000 labels)."""
-    import transformers as tf
-
-    if name == "segformer-b0":
+    elif name == "segformer-b0":  # SegFormer-B0 (512² segmentation into 150 classes; efficient attention, MixFFN)
         cfg = tf.SegformerConfig(num_labels=150, depths=[1, 1, 1, 1] if small else [2, 2, 2, 2],
                                  decoder_hidden_size=64 if small else 256)
         size, batch = (64 if small else 512), 16
@@ -293,15 +272,20 @@ def _vision2(name: str, torch, dev: str, small: bool,
                              [4, 4, 4], key_dim=[16, 16, 16] if small else [32, 32, 32], num_labels=1000)
         size, batch = cfg.image_size, 256
         cls, seq = tf.LevitForImageClassification, (size // 16) ** 2
-    else:
+    elif name == "poolformer-s12":  # PoolFormer-S12 (average pooling as the token mixer, group norm, 1×1 MLPs)
         cfg = tf.PoolFormerConfig(depths=[1, 1, 1, 1] if small else [2, 2, 6, 2],
                                   hidden_sizes=[16, 32, 64, 128] if small else [64, 128, 320, 512], num_labels=1000)
         size, batch = (32 if small else 224), 128
         cls, seq = tf.PoolFormerForImageClassification, (size // 32) ** 2
+    else:
+        cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
+                                hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
+        size = 32 if small else 224
+        cls, batch, seq = tf.ConvNextForImageClassification, 64, (size // 32) ** 2  # the last stage's positions
     model, g = _built(torch, cls, cfg, dev)
     batch = batch_override or (2 if small else batch)
     x = torch.randn((batch, 3, size, size), device=dev, generator=g)
-    shape = (batch, size, size) if name == "segformer-b0" else (batch,)
+    shape = (batch, size, size) if name == "segformer-b0" else (batch,)  # a label per pixel, else per image
     y = torch.randint(0, cfg.num_labels, shape, device=dev, generator=g)
     return _train_step(torch, model, dev, pixel_values=x, labels=y), _info(name, cls, cfg, batch, seq, model, tf)
 
