@@ -305,7 +305,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                      "the file's module frames are damaged (an unclosed kdvfs.module: range?), so the layers found "
                      "may not be the model's; record the step again")
         log.warning("%s: %s", path.name, notes[-1])
-    summed, union, streams = busy_overlap([gpu[i] for i in first])
+    _, union, streams = busy_overlap([gpu[i] for i in first])  # the union; the sum is taken after the shares below
     # what the wall-time shares above leave: overlap between kernels of different ops, which kdvfs still runs one
     # after another (within one op it is taken out; wav2vec 2.0's grouped convolution: +48 % before, ~0 after)
     summed = 1e-6 * float(np.sum([gpu[i].dur_us for i in first] * wall))

@@ -16,21 +16,18 @@ STRUCTURES = ("warp-occupancy+conv-dot", "warp-occupancy+conv-dot+tensor-rate", 
 
 
 def heldout_check(data: str, structures=STRUCTURES) -> dict:
-    import numpy as np
-
     from kdvfs.calibrate_h200 import DEFAULT_DATA, check_h200_fit, run_h200_fit
-    from simulator.h200_tinygrid import DATASETS
+    from simulator.h200_tinygrid import DATASETS, power_summary
 
     rows = []
     for ds in ("nine", "nine+c14"):
         for s in structures:
             doc = run_h200_fit([*DEFAULT_DATA, *DATASETS[ds]], command="", structure=s, gap_model="thermal")
             ck = check_h200_fit(doc, [data])["check"]
-            err = [o["power_error_pct"] for o in ck["per_kernel"]]
-            rows.append({"structure": s, "dataset": ds, "n": len(err), "meet_both": ck["meet_both"],
-                         "within_10pct": sum(abs(e) <= 10 for e in err),
-                         "median_abs_pct": round(float(np.median(np.abs(err))), 2),
-                         "power_error_pct": {o["name"]: round(o["power_error_pct"], 2) for o in ck["per_kernel"]}})
+            sm = power_summary(ck)
+            rows.append({"structure": s, "dataset": ds, "n": len(ck["per_kernel"]), "meet_both": ck["meet_both"],
+                         "within_10pct": sm["within_10pct"], "median_abs_pct": round(sm["median_abs_pct"], 2),
+                         "power_error_pct": {k: round(v, 2) for k, v in sm["power_error_pct"].items()}})
             print(f"{ds:9s} {s:48s} both {rows[-1]['meet_both']:2d} within 10 % {rows[-1]['within_10pct']:2d} "
                   f"median {rows[-1]['median_abs_pct']:6.2f} %", flush=True)
     return {"command": f"python -m scripts.h200_heldout_check --data {data}", "data": data,

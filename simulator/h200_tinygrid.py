@@ -27,7 +27,7 @@ import numpy as np
 from kdvfs.h200_fit import DEFAULT_STRUCTURE
 from simulator.h200_convfit import CHECK12, _met
 
-__all__ = ["C13", "C14", "CHECK12", "DATASETS", "STEP_FOLDERS", "tinygrid_comparison"]
+__all__ = ["C13", "C14", "CHECK12", "DATASETS", "STEP_FOLDERS", "power_summary", "tinygrid_comparison"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,14 @@ STEP_FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h
                 "validation/h200/lease_anchor/leaseB/steps", "validation/h200/lease_anchor/leaseC/steps",
                 "validation/h200/steps11", "validation/h200/steps11/repeat_leaseB",
                 "validation/h200/steps11/repeat_leaseC")
+
+
+def power_summary(check: dict) -> dict:
+    """A fit's check on one zoo file (``check_h200_fit(...)["check"]``) in power: entries within 10 %, the median and
+    largest |error| (%), and each entry's error."""
+    err = [abs(o["power_error_pct"]) for o in check["per_kernel"]]
+    return {"within_10pct": sum(e <= 10 for e in err), "median_abs_pct": float(np.median(err)), "max_abs_pct": max(err),
+            "power_error_pct": {o["name"]: o["power_error_pct"] for o in check["per_kernel"]}}
 
 
 def _split(rows: list[dict], labels: list[str], gw: float | None, structure: str,
@@ -113,10 +121,7 @@ def tinygrid_comparison(root: Path, *, structures: Sequence[str] = (DEFAULT_STRU
             row["check12"] = {"met": _met(ck), "power_error_pct": {o["name"]: o["power_error_pct"]
                                                                     for o in ck["per_kernel"]}}
             c14 = check_h200_fit(doc, [str(root / C14)])["check"]  # the fitted or held-out tiny-grid rows, full fit
-            err = [abs(o["power_error_pct"]) for o in c14["per_kernel"]]
-            row["c14_full_fit"] = {"met": _met(c14), "seen": "c14" in sizes, "within_10pct": sum(e <= 10 for e in err),
-                                   "median_abs_pct": float(np.median(err)), "max_abs_pct": max(err),
-                                   "power_error_pct": {o["name"]: o["power_error_pct"] for o in c14["per_kernel"]}}
+            row["c14_full_fit"] = {"met": _met(c14), "seen": "c14" in sizes, **power_summary(c14)}
             if f"{s}@{ds}" in steps_for:
                 row["steps_seen"] = _steps(spec_from_fit(doc), doc["params"]["gap_power_w"], root, STEP_FOLDERS,
                                            thermal_from_params(doc["params"]))
