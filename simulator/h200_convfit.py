@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kdvfs.h200_fit import DEFAULT_STRUCTURE
 
-__all__ = ["CHECK12", "CONV", "STEP_FOLDERS", "conv_fit_comparison", "step_lines"]
+__all__ = ["CHECK12", "CONV", "STEP_FOLDERS", "check12_row", "conv_fit_comparison", "step_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,15 @@ STEP_FOLDERS = ("validation/h200/steps", "validation/h200/steps7", "validation/h
 
 def _met(rep: dict) -> list[int]:
     return [rep["meet_both"], rep["kernels"]]
+
+
+def check12_row(doc: dict, root: Path) -> dict:
+    """A fitted candidate (``run_h200_fit``'s document) checked on characterization12, which no fit sees: kernels within
+    both targets (of all) and each entry's power error."""
+    from kdvfs.calibrate_h200 import check_h200_fit
+
+    ck = check_h200_fit(doc, [str(root / CHECK12)])["check"]
+    return {"met": _met(ck), "power_error_pct": {o["name"]: o["power_error_pct"] for o in ck["per_kernel"]}}
 
 
 def _candidate(rows9: list[dict], conv: list[dict], gw: float | None, structure: str, with_conv: bool) -> dict:
@@ -80,9 +89,7 @@ def conv_fit_comparison(root: Path, *, structures: Sequence[str] = (DEFAULT_STRU
             row = {"candidate": label, "structure": s, "with_conv": with_conv,
                    "zoo_all": _met(doc["fit"]), "params": doc["params"],
                    "heldout": _candidate(rows9, conv, gw, s, with_conv)}
-            ck = check_h200_fit(doc, [str(root / CHECK12)])["check"]
-            row["check12"] = {"met": _met(ck), "power_error_pct": {o["name"]: o["power_error_pct"]
-                                                                    for o in ck["per_kernel"]}}
+            row["check12"] = check12_row(doc, root)
             if not with_conv:  # the whole conv file is held out from the nine-file fit
                 row["conv_all_heldout"] = _met(check_h200_fit(doc, [str(root / CONV)])["check"])
             if steps:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from kdvfs.h200_fit import DEFAULT_STRUCTURE
-from simulator.h200_convfit import CHECK12, _met
+from simulator.h200_convfit import CHECK12, _met, check12_row
 
 __all__ = ["C13", "C14", "CHECK12", "DATASETS", "STEP_FOLDERS", "power_summary", "tinygrid_comparison"]
 
@@ -117,9 +117,7 @@ def tinygrid_comparison(root: Path, *, structures: Sequence[str] = (DEFAULT_STRU
                                structure=s, gap_model=gap_model)
             row = {"candidate": label, "structure": s, "dataset": ds, "sizes": sizes, "zoo_all": _met(doc["fit"]),
                    "params": doc["params"], "heldout": _split(rows, labels, gw, s, check_only)}
-            ck = check_h200_fit(doc, [str(root / CHECK12)])["check"]
-            row["check12"] = {"met": _met(ck), "power_error_pct": {o["name"]: o["power_error_pct"]
-                                                                    for o in ck["per_kernel"]}}
+            row["check12"] = check12_row(doc, root)
             c14 = check_h200_fit(doc, [str(root / C14)])["check"]  # the fitted or held-out tiny-grid rows, full fit
             row["c14_full_fit"] = {"met": _met(c14), "seen": "c14" in sizes, **power_summary(c14)}
             if f"{s}@{ds}" in steps_for:
