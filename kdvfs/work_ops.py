@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 
-from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, Work
+from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, WINDOW_OPS, Work
 
 __all__ = ["UPSAMPLE_FLOPS", "adaptive_avg_pool_work", "avg_pool_work", "bilinear_upsample_work", "col2im_work",
            "im2col_work", "max_pool_work", "nearest_upsample_work", "pool_out_size", "scatter_add_work",
@@ -174,24 +173,22 @@ def _pool_geometry(x: list[int], conc: list, ki: int, with_dilation: bool) -> tu
     if min(st) <= 0 or min(dil) <= 0 or min(pad) < 0:
         return None
     spatial = [pool_out_size(x[-nd + i], k[i], at(st, i), at(pad, i), at(dil, i), ceil) for i in range(nd)]
-    return _numel(k), _numel(x[:-nd]) * _numel(spatial)
+    return _window(k, x, pad), _numel(x[:-nd]) * _numel(spatial)
 
 
-_UPSAMPLE = re.compile(r"aten::_?upsample_(bilinear2d|nearest(?:_exact)?[123]d)(_backward)?(?:\.vec)?$", re.I)
-_AVG_POOL = re.compile(r"aten::avg_pool[123]d(_backward)?$", re.I)
-_MAX_POOL = re.compile(r"aten::max_pool[123]d(?:_with_indices)?(_backward)?$", re.I)
-_ADAPTIVE = re.compile(r"aten::_?adaptive_avg_pool[123]d(_backward)?$", re.I)
-_SCATTER = re.compile(r"aten::(scatter_add_?|index_add_?|_index_put_impl_|index_put_?)$", re.I)
-WINDOW_RULES = {"upsample": _UPSAMPLE,
-                "pool": re.compile("|".join(p.pattern for p in (_AVG_POOL, _MAX_POOL, _ADAPTIVE)), re.I),
-                "fold": re.compile(r"aten::(im2col|col2im)$", re.I), "scatter": _SCATTER}
-"""The rules of this module, each with the ops it prices (``kdvfs.work.op_rule`` tries them after the ``nll`` rule
-and before the reductions: ``max_pool2d`` begins like ``max``, ``index_add_`` like ``index``)."""
+def _window(k: list[int], x: list[int], pad: list[int]) -> int:
+    """A pooling window's elements, each side clipped to the padded input (a global pooling recorded as a window
+    wider than its input: EfficientNet-B0's traces hold avg_pool2d over 7 × 7 with a 1280 × 1280 kernel)."""
+    nd = len(k)
+    return _numel([min(k[i], x[-nd + i] + 2 * (pad[i] if len(pad) == nd else pad[0])) for i in range(nd)])
+
+
+_UPSAMPLE = dict(WINDOW_OPS)["upsample"]
 
 
 def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[str | None], dt: str,
                    concrete: object, strides: object = None) -> Work | None:
-    """The work of ``op`` (full ``aten::`` name) under one of ``WINDOW_RULES`` from the profiler's input shapes, their
+    """The work of ``op`` (full ``aten::`` name) under one of ``kdvfs.work.WINDOW_OPS``'s rules from the profiler's input shapes, their
     dtypes (``dts``; ``dt`` the op's float dtype) and its concrete arguments; ``None`` where they do not say enough
     (the caller then falls back to the kernel's name)."""
     conc = concrete if isinstance(concrete, list) else []
@@ -220,7 +217,8 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
         f = bilinear_upsample_work if m.group(1).lower() == "bilinear2d" else nearest_upsample_work
         return f(small, big, dt, backward=bwd)
     if rule == "pool":
-        if _ADAPTIVE.match(op):
+        low = op.lower()
+        if "adaptive" in low:
             if "backward" in op:  # (grad_output, self)
                 return adaptive_avg_pool_work(_numel(shapes[1]) if len(shapes) > 1 else 0, _numel(x), dt,
                                               backward=True) if len(shapes) > 1 and shapes[1] else None
@@ -228,15 +226,16 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
             if not size or len(x) < len(size) + 1:
                 return None
             return adaptive_avg_pool_work(_numel(x), _numel(x[:-len(size)]) * _numel(size), dt)
-        is_max = bool(_MAX_POOL.match(op))
+        is_max = "max_pool" in low
         if "backward" in op:  # (grad_output, self, kernel_size, ...): both sizes recorded
             if len(shapes) < 2 or not shapes[1]:
                 return None
             k = _ints(_arg(conc, 2))
-            if not k or min(k) <= 0:
+            if not k or min(k) <= 0 or len(shapes[1]) < len(k) + 1:
                 return None
+            pad = _ints(_arg(conc, 4)) or [0]
             f = max_pool_work if is_max else avg_pool_work
-            return f(_numel(shapes[1]), _numel(x), _numel(k), dt, backward=True)
+            return f(_numel(shapes[1]), _numel(x), _window(k, shapes[1], pad), dt, backward=True)
         geo = _pool_geometry(x, conc, 1, with_dilation=is_max)
         if geo is None:
             return None
