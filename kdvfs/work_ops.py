@@ -137,7 +137,9 @@ def _floats(v: object) -> list[float] | None:
         out = json.loads(v) if isinstance(v, str) and v.strip() else None
     except ValueError:
         return None
-    ok = isinstance(out, list) and out and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in out)
+    if not isinstance(out, list) or not out:
+        return None
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in out)
     return [float(x) for x in out] if ok else None
 
 
@@ -214,8 +216,8 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
             big = _numel(x[:-nd]) * _numel(out)
         if not small or not big:
             return None
-        f = bilinear_upsample_work if m.group(1).lower() == "bilinear2d" else nearest_upsample_work
-        return f(small, big, dt, backward=bwd)
+        resample = bilinear_upsample_work if m.group(1).lower() == "bilinear2d" else nearest_upsample_work
+        return resample(small, big, dt, backward=bwd)
     if rule == "pool":
         low = op.lower()
         if "adaptive" in low:
@@ -234,13 +236,13 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
             if not k or min(k) <= 0 or len(shapes[1]) < len(k) + 1:
                 return None
             pad = _ints(_arg(conc, 4)) or [0]
-            f = max_pool_work if is_max else avg_pool_work
-            return f(_numel(shapes[1]), _numel(x), _window(k, shapes[1], pad), dt, backward=True)
+            pool = max_pool_work if is_max else avg_pool_work
+            return pool(_numel(shapes[1]), _numel(x), _window(k, shapes[1], pad), dt, backward=True)
         geo = _pool_geometry(x, conc, 1, with_dilation=is_max)
         if geo is None:
             return None
-        window, out = geo
-        return (max_pool_work if is_max else avg_pool_work)(_numel(x), out, window, dt)
+        window, n_out = geo
+        return (max_pool_work if is_max else avg_pool_work)(_numel(x), n_out, window, dt)
     if rule == "fold":
         if op.lower().endswith("col2im"):  # (columns [N, C·window, L], output_size, kernel_size, ...)
             k, size = _ints(_arg(conc, 2)), _ints(_arg(conc, 1))
