@@ -205,10 +205,10 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
         if bwd:  # (grad_output, output_size, input_size, ...): the input's full size is recorded
             small = _numel(_ints(_arg(conc, 2)) or [])
             big = _numel(x)
-        else:  # (input, output_size, ...), else the .vec overload's scale factors (argument 3)
+        else:  # (input, output_size, ...), else the .vec overload's scale factors (argument 3; nearest's: 2)
             small = _numel(x)
             size = _ints(_arg(conc, 1))
-            scales = _floats(_arg(conc, 3)) if not size else None
+            scales = (_floats(_arg(conc, 3)) or _floats(_arg(conc, 2))) if not size else None
             nd = len(size or scales or [])
             if not nd or len(x) < nd + 1:
                 return None

@@ -60,6 +60,8 @@ def test_nearest_upsampling_copies_and_its_backward_adds():
     b = op_work("aten::upsample_nearest2d_backward", [[2, 4, 16, 16], [], []], [B],
                 concrete=["", "[16, 16]", "[2, 4, 8, 8]"])
     assert (b.flops, b.bytes) == (2048.0, 2.0 * (512 + 2048))
+    v = op_work("aten::upsample_nearest2d", [[2, 4, 8, 8], [], []], [B], concrete=["", "", "[2.0, 2.0]"])  # .vec
+    assert v == f
 
 
 def test_average_pooling_from_its_window():
