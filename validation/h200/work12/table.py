@@ -16,7 +16,8 @@ import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SETS = ("steps12", "steps12_repeat_lease2", "steps12_repeat_lease3", "steps")
+SETS = ("steps12", "steps12_repeat_lease2", "steps12_repeat_lease3", "steps", "steps7", "steps8", "steps9", "steps10",
+        "steps11")
 
 
 def rows(name: str) -> list[tuple[str, float, float, float]]:
