@@ -22,6 +22,7 @@ from kdvfs.work import (
     reduction_work,
     softmax_work,
 )
+from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
 __all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
            "held_duty_zoo", "light_ops2_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
@@ -151,41 +152,26 @@ def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward
 _STEP_OPS = ("upsample_bilinear", "upsample_bilinear_bwd", "log_softmax_ch", "log_softmax_ch_bwd", "copy_nhwc",
              "avg_pool2d", "avg_pool2d_bwd", "group_norm", "group_norm_bwd", "col2im", "conv2d", "conv2d_bwd")
 
-UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
-"""FLOPs per output element of ATen's bilinear upsampling (UpSampleBilinear2d.cu): the forward blends four inputs,
-``h0λ·(w0λ·x00 + w1λ·x01) + h1λ·(w0λ·x10 + w1λ·x11)`` (six multiplies, three adds); the backward scatters each
-output gradient to its four inputs, ``atomicAdd(gx, hλ·wλ·gy)`` four times (eight multiplies, four adds)."""
-
-
 def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
-    """The work of the ``step-ops`` set's ops, from their arithmetic. ``kdvfs.work`` has no formula for upsampling,
-    pooling windows or col2im (the importer prices them as elementwise ops over their largest operand, its last
-    branch), so these are written out here; the spatial log-softmax, the group norm, the layout copy and the dense
-    convolution take the importer's own formulas (``softmax_work``, ``norm_work``, ``copy_work``, ``_conv_work``)."""
-    size = 2 if d in ("bf16", "fp16") else 4
+    """The work of the ``step-ops`` set's ops, from their arithmetic: the importer's own formulas (upsampling,
+    pooling windows and col2im from ``kdvfs.work_ops``; ``softmax_work``, ``norm_work``, ``copy_work``; the dense
+    convolution as ``_conv_work`` counts it), one definition for the zoo and the traces."""
     if op in ("upsample_bilinear", "upsample_bilinear_bwd"):  # (N, C, h, w, scale): h × w up to (h·scale) × (w·scale)
         nb, c, h, w, sc = s
         small, big = nb * c * h * w, nb * c * h * sc * w * sc
-        if op == "upsample_bilinear":  # the input read once (its neighbours from cache), the output written
-            return Work(UPSAMPLE_FLOPS["forward"] * big, float((small + big) * size), d, False)
-        # the output's gradient read once; the input's gradient zeroed (its own fill kernel), then accumulated
-        return Work(UPSAMPLE_FLOPS["backward"] * big, float((big + 2 * small) * size), d, False)
+        return bilinear_upsample_work(small, big, d, backward=op == "upsample_bilinear_bwd")
     if op in ("log_softmax_ch", "log_softmax_ch_bwd"):  # (N, C, H, W), along C: cross-entropy over pixels
         return softmax_work(int(np.prod(s)), d, row=s[1], backward=op.endswith("_bwd"), log=True)
     if op == "copy_nhwc":  # (N, C, H, W) channels-last to contiguous: one read, one write
         return copy_work(int(np.prod(s)), d)
     if op in ("avg_pool2d", "avg_pool2d_bwd"):  # (N, C, H, W, k): k × k window, stride 1, padding k // 2
         n, kk = int(np.prod(s[:4])), s[4]
-        # forward: k² adds and a divide per output; backward: each input's gradient sums k² output gradients, each
-        # divided by its window's count (ATen's avg_pool2d_backward_out_cuda_frame)
-        f = (kk * kk + 1) * n if op == "avg_pool2d" else 2 * kk * kk * n
-        return Work(float(f), float(2 * n * size), d, False)
+        return avg_pool_work(n, n, kk * kk, d, backward=op == "avg_pool2d_bwd")
     if op in ("group_norm", "group_norm_bwd"):  # (N, C, H, W, groups): sized as the importer sizes native_group_norm
         return norm_work(int(np.prod(s[:4])), d, backward=op == "group_norm_bwd")
     if op == "col2im":  # (N, C, L, k): nn.Fold of [N, C·k, L] columns to [N, C, L, 1] (padding k // 2), one add each
         nb, c, length, kk = s
-        cols = nb * c * kk * length
-        return Work(float(cols), float((cols + nb * c * length) * size), d, False)
+        return col2im_work(nb * c * kk * length, nb * c * length, d)
     # conv2d / conv2d_bwd: (N, Cin, H, W, Cout, k), dense, stride 1, "same" padding
     nb, ci, h, w, co, kk = s
     return _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
