@@ -139,18 +139,18 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
 _LIMITED_CACHE: dict = {}
 
 
-def limited_scenario_row(trace_ref: str, pb: Problem, card: str, policy: str, sw: SwitchModel, mechanism: str,
+def limited_scenario_row(trace_ref: str, pb: Problem, card, policy: str, sw: SwitchModel, mechanism: str,
                          slack_pct: float) -> dict:
     """``simulator.whatif`` with the limiter on: the policy's limiter-aware counterpart (ideal, naive, switch-aware
     chosen under the limiter; auto and pass as they are), simulated under the card's limiter."""
     from kdvfs.gpus import get_gpu
     from kdvfs.limiter import limiter_for, limiter_params
 
-    spec = get_gpu(card)
+    spec = get_gpu(card) if isinstance(card, str) else card  # a card adapted to an anchored profile comes as itself
     lim = limiter_for(spec)
     if lim is None:
-        raise InputError(f"{card} has no fitted limiter model; run the what-if with --limiter off")
-    key = (trace_ref, id(pb), card)
+        raise InputError(f"{spec.name} has no fitted limiter model; run the what-if with --limiter off")
+    key = (trace_ref, id(pb), spec.name)  # one profile (id) has one card
     if key not in _LIMITED_CACHE:
         params = limiter_params(pb.trace, spec, lim)
         _LIMITED_CACHE[key] = (params, limited_tables(pb, spec, params))

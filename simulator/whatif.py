@@ -83,6 +83,22 @@ def _problem(trace_ref: str, profile_ref: str, settings: str = "all") -> Problem
     return _CACHE[key]
 
 
+def _card(pb: Problem, card: str):
+    """The card the scenarios are priced on: ``card``'s preset, adapted to the card a profile built with ``profile build
+    --anchors`` records in its header (``Profile.card``), as ``compare`` and ``simulate`` adapt it: the workers built
+    the preset by name, so a what-if on an anchored profile priced the limiter's idle card, the gaps and the switch
+    stalls at the bundled card's idle power."""
+    key = ("card", id(pb), card)
+    if key not in _CACHE:
+        spec = get_gpu(card)
+        if pb.profile.card:
+            from kdvfs.card_anchor import CardAnchor, adapted
+
+            spec = adapted(spec, None, CardAnchor.from_header(pb.profile.card, spec.name, "the what-if's profile"))[0]
+        _CACHE[key] = spec
+    return _CACHE[key]
+
+
 def _switch(sc: Scenario) -> SwitchModel:
     preset = get_gpu(sc.gpu).switch
     base = preset if sc.switch_latency_s is None else preset.scaled_to(sc.switch_latency_s)
@@ -98,7 +114,7 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limi
     at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both).
     ``settings``: the profile's settings to choose from (``kdvfs.passweep.restrict_settings``)."""
     pb = _problem(trace_ref, profile_ref, settings)
-    spec = get_gpu(card)
+    spec = _card(pb, card)
     sw = _switch(sc)
     if limiter:
         if size is not None:
@@ -106,7 +122,7 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limi
                              "--limiter off")
         from simulator.limited_whatif import limited_scenario_row
 
-        r = limited_scenario_row(trace_ref, pb, card, sc.policy, sw, sc.mechanism, sc.slack_pct)
+        r = limited_scenario_row(trace_ref, pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct)
         return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
                 "slack_pct": sc.slack_pct, "time_change_pct": r["time_change_pct"],
                 "energy_change_pct": r["energy_change_pct"], "switches": int(r["switches"])}
@@ -160,7 +176,7 @@ def run_scenarios(trace_ref: str, profile_ref: str, card: str, scenarios: list[S
         from kdvfs.optimize.switchaware import switch_aware_many
 
         pb = _problem(trace_ref, profile_ref, settings)
-        costs = SwitchCosts.for_gpu(get_gpu(card))
+        costs = SwitchCosts.for_gpu(_card(pb, card))
         for slack in dict.fromkeys(sc.slack_pct for sc in sa):
             switch_aware_many(pb, [(_switch(sc), sc.mechanism, costs) for sc in sa if sc.slack_pct == slack], slack)
     return [run_scenario(trace_ref, profile_ref, card, sc, limiter, size, settings) for sc in scenarios]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -185,13 +184,11 @@ def cmd_whatif(a) -> int:
 
     head = file_header(resolve_profile_path(profile_ref))
     check_card(head.get("gpu", ""), get_gpu(card).name)
-    if any(k.startswith("card.") for k in head):  # the workers build the card by name: the bundled one
-        from urllib.parse import unquote
+    spec = get_gpu(card)
+    if any(k.startswith("card.") for k in head):  # checked here, said once; the workers adapt the card the same way
+        from kdvfs.cli.anchor import profile_card
 
-        make_console(sys.stderr).print(
-            f"Caution: the profile was built for the card of {unquote(head.get('card.anchors', '?'))} (`profile build "
-            f"--anchors`); what-if prices the limiter's idle card and the switch stalls at the bundled {card}'s idle "
-            "power (`kdvfs compare` and `simulate` use the profile's card)", markup=False)
+        spec, _ = profile_card(spec, load_profile_ref(profile_ref), f"--profile {profile_ref!r}")
     presets = a.switch_model or [card]
     if a.preset_latency_only and a.latency:  # one of the two was ignored without a word (even --latency nan)
         raise InputError(f"--preset-latency-only and --latency {a.latency[0]!r} ask for different latencies: "
@@ -213,7 +210,7 @@ def cmd_whatif(a) -> int:
         from kdvfs.passweep import restrict_settings
 
         restrict_settings(load_profile_ref(profile_ref), a.settings)
-    lim = limiter_of(a, get_gpu(card))
+    lim = limiter_of(a, spec)
     size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
     rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
                    size=size, settings=a.settings)
