@@ -56,3 +56,27 @@ def test_whatif_with_an_anchored_profile_prices_the_profiles_card(anchored, caps
         for pol, cpol in (("auto", "auto"), ("naive", naive)):
             for k in ("energy_change_pct", "time_change_pct"):
                 assert rows[p][pol][k] == pytest.approx(cmp[cpol][k], abs=1e-9), (limiter, pol, k)
+
+
+# -------------------------------------------------------------- leftover 2: frontier reads the profile's card header
+def test_frontier_checks_and_names_the_profiles_card(anchored, tmp_path, capsys):
+    """frontier took a profile's `card.` header without a look: a damaged card word was used silently where every
+    other verb refuses it, and the card it was built for went unnamed. (The frontier itself is priced on the profile's
+    kernel times and energies with free switching, so its numbers do not move.)"""
+    import re
+
+    p, bare = anchored
+    docs = []
+    for prof in (p, bare):
+        code, out, err = run_cli(["frontier", "--trace", TRACE, "--profile", str(prof), "--slack-max", "2", "--json"],
+                                 capsys)
+        assert code == 0, err
+        assert ("Card: the profile was built (`profile build --anchors`) for the card of anchorA1.json.gz"
+                in " ".join(err.split())) == (prof == p), err
+        docs.append(json.loads(out))
+    assert docs[0] == docs[1]
+    lines = p.read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(re.sub(r"card\.static_w=\S+", "card.static_w=abc", lines[0]) + "".join(lines[1:]))
+    code, out, err = run_cli(["frontier", "--trace", TRACE, "--profile", str(bad), "--slack-max", "2"], capsys)
+    one_error_line(code, out, err, "static_w", "is not a number")

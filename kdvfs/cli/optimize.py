@@ -122,6 +122,12 @@ def cmd_frontier(a) -> int:
     if png is not None:
         check_output_path(png, "figure output")
     pb = problem(a)
+    card = a.gpu or pb.profile.gpu
+    if pb.profile.card:  # the header's card words are checked and named, as by the other verbs (tester11b's leftover)
+        from kdvfs.cli.anchor import profile_card
+        from kdvfs.gpus import get_gpu
+
+        profile_card(get_gpu(card or "rtx3080ti"), pb.profile, f"--profile {a.profile!r}")
     scopes = ["local", "global"] if a.scope == "both" else [a.scope]
     curves = {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step) for sc in scopes}
     rows = curves[scopes[-1]]
@@ -144,7 +150,7 @@ def cmd_frontier(a) -> int:
         from kdvfs.optimize import optimize
 
         # every point's schedule (solved again: ~25 ms a point on a 4 896-instance step), the largest share counts
-        low_clock_caution(pb, a.gpu or pb.profile.gpu,
+        low_clock_caution(pb, card,
                           (optimize(pb, "waste", r["slack_pct"], "kernel", sc) for sc in scopes for r in curves[sc]),
                           "the frontier's schedules run up to")
     return 0
