@@ -542,7 +542,7 @@ def test_optimize_does_not_write_its_schedule_over_a_profile(tmp_path, capsys):
     assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(p)], capsys)[0] == 0
     before = p.read_bytes()
     code, out, err = run_cli(["optimize", "--trace", TRACE, "-o", str(p)], capsys)
-    one_error_line(code, out, err, "is not a kdvfs schedule", "give a new file name")
+    one_error_line(code, out, err, "is a kdvfs profile, not a kdvfs schedule", "give a new file name", "--force")
     assert p.read_bytes() == before
     s = tmp_path / "s.json"
     for slack in ("1", "2"):  # a schedule is replaced by the next one

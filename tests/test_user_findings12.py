@@ -80,3 +80,79 @@ def test_frontier_checks_and_names_the_profiles_card(anchored, tmp_path, capsys)
     bad.write_text(re.sub(r"card\.static_w=\S+", "card.static_w=abc", lines[0]) + "".join(lines[1:]))
     code, out, err = run_cli(["frontier", "--trace", TRACE, "--profile", str(bad), "--slack-max", "2"], capsys)
     one_error_line(code, out, err, "static_w", "is not a number")
+
+
+# ---------------------------------------- leftover 3: an output never replaces a file of another kind without --force
+KINETO = ROOT / "validation" / "h200" / "steps12" / "poolformer-s12.kineto.json.gz"
+BUNDLED_PROFILE = ROOT / "traces" / f"{TRACE}.profile.csv.gz"
+BUNDLED_TRACE = ROOT / "traces" / f"{TRACE}.trace.json"
+
+
+def test_kind_of_tells_the_projects_files_apart(tmp_path):
+    from kdvfs.filekind import CHROME, FIGURE, PROFILER, kind_of
+
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [], "displayTimeUnit": "ms"}))
+    (tmp_path / "f.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(20))
+    (tmp_path / "r.csv").write_text("slack_pct,time_change_pct\n0,0\n")
+    (tmp_path / "empty.csv").write_text("")
+    assert kind_of(BUNDLED_PROFILE) == "kdvfs-profile/1"
+    assert kind_of(BUNDLED_TRACE) == "kdvfs-trace/1"
+    assert kind_of(KINETO) == PROFILER
+    assert kind_of(tmp_path / "t.json") == CHROME
+    assert kind_of(tmp_path / "f.png") == FIGURE
+    for plain in ("r.csv", "empty.csv", "missing.csv"):
+        assert kind_of(tmp_path / plain) is None
+
+
+@pytest.mark.parametrize("victim,args,needle", [
+    ("profile", ["frontier", "--trace", TRACE, "-o", "{}"], "is a kdvfs profile, not its results"),
+    ("trace", ["whatif", "--trace", TRACE, "--policy", "auto", "--latency", "6e-3", "-o", "{}"],
+     "is a kdvfs trace, not its results"),
+    ("profile", ["trace", "import", str(KINETO), "-o", "{}"], "is a kdvfs profile, not a kdvfs trace"),
+    ("trace", ["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", "{}"], "is a kdvfs trace, not a kdvfs "
+                                                                                  "profile"),
+    ("kineto", ["simulate", "--trace", TRACE, "--schedule", "{s}", "--timeline", "{}"],
+     "is a PyTorch profiler trace, not a Chrome trace"),
+    ("schedule", ["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", "{}"], "is a kdvfs schedule"),
+    ("profile", ["limiter", "whatif", "--trace", TRACE, "--gpu", "h200", "--md", "{}"], "is a kdvfs profile, not markdown tables"),
+])
+def test_an_output_over_a_file_of_another_kind_is_refused(tmp_path, capsys, victim, args, needle):
+    """`frontier -o my.profile.csv.gz`, `whatif -o my.trace.json`, `simulate --timeline step.json.gz` (a profiler
+    trace) and the like replaced the user's file with the result, exit 0 (only `optimize -o` refused, in its own
+    words). One check for every verb now refuses a file of another kind, naming it, its kind and the fix."""
+    import shutil
+
+    sched = tmp_path / "s.json"
+    assert run_cli(["optimize", "--trace", TRACE, "--slack", "1", "-o", str(sched)], capsys)[0] == 0
+    src = {"profile": BUNDLED_PROFILE, "trace": BUNDLED_TRACE, "kineto": KINETO, "schedule": sched}[victim]
+    target = tmp_path / ("victim-" + src.name)
+    shutil.copy(src, target)
+    before = target.read_bytes()
+    argv = [x.format(str(target), s=str(sched)) for x in args]
+    code, out, err = run_cli(argv, capsys)
+    one_error_line(code, out, err, repr(str(target)), needle, "give a new file name", "--force")
+    assert target.read_bytes() == before
+
+
+def test_force_replaces_and_an_own_kind_or_plain_file_is_replaced_without_it(tmp_path, capsys):
+    import shutil
+
+    target = tmp_path / "p.csv.gz"
+    shutil.copy(BUNDLED_TRACE, target)  # a trace where the profile goes: --force replaces it
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(target), "--force"],
+                   capsys)[0] == 0
+    assert run_cli(["profile", "build", "--trace", TRACE, "--gpu", "h200", "-o", str(target)], capsys)[0] == 0
+    plain = tmp_path / "f.csv"
+    plain.write_text("a,b\n1,2\n")  # a CSV of no kdvfs kind (an older frontier) is replaced
+    code, out, err = run_cli(["frontier", "--trace", TRACE, "--slack-max", "1", "-o", str(plain)], capsys)
+    assert code == 0, err
+    assert plain.read_text().startswith("slack_pct")
+
+
+def test_every_output_kind_names_a_verb_that_exists():
+    """A misspelt function name in the table would leave that verb's output unchecked without a word."""
+    import kdvfs.cli as cli
+    from kdvfs.cli.paths import OUTPUT_KINDS, STRICT_OUTPUTS
+
+    fns = {n for m in cli._MODULES for n in dir(m) if n.startswith("cmd_")}
+    assert {f for f, _ in (*OUTPUT_KINDS, *STRICT_OUTPUTS)} <= fns

@@ -33,7 +33,7 @@ def cmd_optimize(a) -> int:
 
         check_output_path(a.output, "schedule output")
         # `optimize -o my.profile.csv.gz` replaced the profile with a schedule, exit 0: only a schedule is replaced
-        _refuse_foreign(a.output, SCHEDULE_FORMAT, "schedule output", "a kdvfs schedule")
+        _refuse_foreign(a.output, SCHEDULE_FORMAT, "schedule output", "a kdvfs schedule", getattr(a, "force", False))
     pb = problem(a)
     lim = None
     if a.limiter != "off":
