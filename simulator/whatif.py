@@ -202,14 +202,32 @@ def _tasks(scenarios: list[Scenario], limiter: bool, size) -> list[list[int]]:
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
              progress: Callable[[int], None] | None = None, limiter: bool = False,
-             size: tuple[int | None, int] | None = None, settings: str = "all") -> list[dict]:
-    """One row per scenario, in grid order, whatever the executor."""
+             size: tuple[int | None, int] | None = None, settings: str = "all", done: dict[int, dict] | None = None,
+             on_task: Callable[[list[int], list[dict]], None] | None = None) -> list[dict]:
+    """One row per scenario, in grid order, whatever the executor.
+
+    ``done``: rows by scenario index from an interrupted run of the same grid (``simulator.whatif_journal``); a task
+    whose scenarios are all there is not run again. ``on_task(indices, rows)``: called as each task finishes (in
+    the order they finish; the rows are placed by index, so the result does not depend on it)."""
     tasks = _tasks(scenarios, limiter, size)
     rows: list[dict | None] = [None] * len(scenarios)
-    args = [(trace_ref, profile_ref, card, [scenarios[i] for i in idx], limiter, size, settings) for idx in tasks]
-    for idx, part in zip(tasks, executor.map(run_scenarios, args)):
+    done = done or {}
+    todo = []
+    for idx in tasks:
+        if all(i in done for i in idx):
+            for i in idx:
+                rows[i] = done[i]
+        else:
+            todo.append(idx)
+    if progress and len(todo) < len(tasks):
+        progress(sum(len(idx) for idx in tasks) - sum(len(idx) for idx in todo))
+    args = [(trace_ref, profile_ref, card, [scenarios[i] for i in idx], limiter, size, settings) for idx in todo]
+    for k, part in executor.map_unordered(run_scenarios, args):  # kept as each finishes; placed by index
+        idx = todo[k]
         for i, r in zip(idx, part):
             rows[i] = r
+        if on_task:
+            on_task(idx, part)
         if progress:
             progress(len(idx))
     assert all(r is not None for r in rows)

@@ -156,3 +156,54 @@ def test_every_output_kind_names_a_verb_that_exists():
 
     fns = {n for m in cli._MODULES for n in dir(m) if n.startswith("cmd_")}
     assert {f for f, _ in (*OUTPUT_KINDS, *STRICT_OUTPUTS)} <= fns
+
+
+# ----------------------------------------------------------------- leftover 4: an interrupted whatif resumes
+def test_an_interrupted_whatif_resumes_and_writes_what_an_uninterrupted_run_writes(tmp_path, capsys, monkeypatch):
+    """`whatif -o w.csv` cut short (Ctrl-C) lost every scenario done and started over. Each finished task is now kept
+    beside the CSV; the same command resumes from it, runs only the rest, and writes the same CSV byte for byte."""
+    import simulator.whatif as wi
+
+    base = ["whatif", "--trace", TRACE, "--latency", "1e-4", "--latency", "6e-3", "--mechanism", "sync",
+            "--policy", "auto", "--policy", "naive", "--executor", "serial", "--limiter", "off"]
+    ref = tmp_path / "ref.csv"
+    assert run_cli([*base, "-o", str(ref)], capsys)[0] == 0
+    assert not (tmp_path / "ref.csv.partial.jsonl").exists()  # removed once the CSV is written
+
+    real, calls = wi.run_scenarios, []
+
+    def stop_after_two(*args):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(args[3])
+        return real(*args)
+
+    out = tmp_path / "w.csv"
+    monkeypatch.setattr(wi, "run_scenarios", stop_after_two)
+    code, _, err = run_cli([*base, "-o", str(out)], capsys)
+    assert code == 130 and not out.exists()
+    assert f"2 of 4 scenarios kept in {out}.partial.jsonl" in " ".join(err.split()), err
+
+    calls.clear()
+    monkeypatch.setattr(wi, "run_scenarios", lambda *args: calls.append(args[3]) or real(*args))
+    code, _, err = run_cli([*base, "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "resuming: 2 of 4 scenarios" in " ".join(err.split())
+    assert len(calls) == 2  # only the two tasks not done
+    assert out.read_bytes() == ref.read_bytes()
+    assert not (tmp_path / "w.csv.partial.jsonl").exists()
+
+
+def test_a_journal_of_another_grid_is_not_taken(tmp_path, capsys):
+    """A journal left by another grid (here: another slack) must not fill this grid's rows."""
+    from simulator.whatif_journal import JOURNAL_FORMAT
+
+    out = tmp_path / "w.csv"
+    j = tmp_path / "w.csv.partial.jsonl"
+    j.write_text(json.dumps({"format": JOURNAL_FORMAT, "key": "another"}) + "\n"
+                 + json.dumps({"task": [0], "rows": [{"gpu": "h200", "time_change_pct": 99.0}]}) + "\n")
+    code, _, err = run_cli(["whatif", "--trace", TRACE, "--latency", "6e-3", "--mechanism", "sync", "--policy", "auto",
+                            "--executor", "serial", "--limiter", "off", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "holds an interrupted run of another grid" in " ".join(err.split())
+    assert "99" not in out.read_text().splitlines()[1]

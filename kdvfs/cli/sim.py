@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -153,17 +154,50 @@ def _on_executor(executor_spec, console, total, label, job):
         with progress(console, total, label) as prog:
             task = prog.add_task(label, total=total)
             return job(ex, lambda n: prog.advance(task, n))
+    except KeyboardInterrupt:
+        ex.close(abort=True)  # end the running tasks: waiting for them kept Ctrl-C waiting a minute for nothing
+        raise
     finally:
         ex.close()
 
 
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
-            size=None, settings="all"):
+            size=None, settings="all", output=None):
+    """The grid's rows; with ``output`` (the CSV), each finished task is kept in a journal beside it, and a run of the
+    same grid cut short (Ctrl-C, a lost machine) resumes from it (``simulator.whatif_journal``)."""
     from simulator.whatif import run_grid
 
-    return _on_executor(executor_spec, console, len(scenarios), label,
-                        lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
-                                                  limiter=limiter, size=size, settings=settings))
+    journal, done = None, {}
+    if output:
+        from kdvfs.bundled import resolve_profile_path, resolve_trace_path
+        from simulator.whatif_journal import Journal, grid_key, journal_path
+
+        journal = Journal(journal_path(output), grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref),
+                                                         card, scenarios, limiter, size, settings))
+        done = journal.load()
+        err = make_console(sys.stderr)
+        if done:
+            err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {journal.path} (an interrupted run of "
+                      "this grid)", markup=False)
+        elif journal.stale:
+            err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
+                      "starting over", markup=False)
+        journal.start(keep=bool(done))
+    try:
+        rows = _on_executor(executor_spec, console, len(scenarios), label,
+                            lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
+                                                      limiter=limiter, size=size, settings=settings, done=done,
+                                                      on_task=journal.record if journal else None))
+    except KeyboardInterrupt:
+        if journal is not None:
+            kept = len(journal.load())
+            make_console(sys.stderr).print(f"{kept} of {len(scenarios)} scenarios kept in {journal.path}; run the same "
+                                           "command again to resume", markup=False)
+        else:
+            make_console(sys.stderr).print("nothing kept: give -o FILE.csv to keep finished scenarios for a resume",
+                                           markup=False)
+        raise
+    return rows, journal
 
 
 def cmd_whatif(a) -> int:
@@ -212,10 +246,11 @@ def cmd_whatif(a) -> int:
         restrict_settings(load_profile_ref(profile_ref), a.settings)
     lim = limiter_of(a, spec)
     size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
-                   size=size, settings=a.settings)
+    rows, journal = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
+                            size=size, settings=a.settings, output=a.output)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
+        journal.remove()
     if png is not None:
         try:
             plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")
