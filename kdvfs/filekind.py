@@ -28,7 +28,8 @@ FIGURE = "figure"
 _HEAD_BYTES = 8192
 _FORMAT_WORD = re.compile(r"\bkdvfs-[a-z0-9-]+/\d+\b")
 _JSON_FORMAT = re.compile(r'"format"\s*:\s*"(kdvfs-[a-z0-9-]+/\d+)"')
-_NAMES = {"kdvfs-profile/1": "a kdvfs profile", "kdvfs-trace/1": "a kdvfs trace", "kdvfs-schedule/1": "a kdvfs schedule",
+_NAMES = {"kdvfs-profile/1": "a kdvfs profile", "kdvfs-trace/1": "a kdvfs trace", "kdvfs-trace/2": "a kdvfs trace",
+          "kdvfs-schedule/1": "a kdvfs schedule",
           "kdvfs-sweep/1": "a kdvfs sweep", "kdvfs-characterization/1": "a characterisation (measurements)",
           "kdvfs-steps/1": "a steps file (measured steps)", "kdvfs-h200-fit/1": "an H200 fit",
           "kdvfs-card-anchor/1": "a card-anchor report", "kdvfs-ranks/1": "a multi-rank trace",

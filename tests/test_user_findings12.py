@@ -207,3 +207,75 @@ def test_a_journal_of_another_grid_is_not_taken(tmp_path, capsys):
     assert code == 0, err
     assert "holds an interrupted run of another grid" in " ".join(err.split())
     assert "99" not in out.read_text().splitlines()[1]
+
+
+# ------------------------------------------ leftover 5: Kernel.concurrency is never dropped, by this reader or an older
+WAV2VEC = ROOT / "validation" / "h200" / "steps11" / "wav2vec2-base-b4.kineto.json.gz"
+
+
+@pytest.fixture(scope="module")
+def concurrent_trace(tmp_path_factory):
+    """The wav2vec2 step (grouped convolutions side by side on several streams) imported by the command line."""
+    from kdvfs.cli import main
+
+    p = tmp_path_factory.mktemp("conc") / "w.trace.json"
+    assert main(["trace", "import", str(WAV2VEC), "-o", str(p)]) == 0
+    return p
+
+
+def test_a_trace_with_concurrency_is_one_an_older_kdvfs_refuses(concurrent_trace, monkeypatch):
+    """A kdvfs older than `concurrency` read such a trace without the field (its reader drops unknown kernel fields)
+    and priced those kernels as if each ran alone. The trace is now written as kdvfs-trace/2, which an older reader
+    refuses ("newer than this kdvfs understands; upgrade kdvfs"); one without the field stays kdvfs-trace/1."""
+    import kdvfs.trace as tr
+    from kdvfs.errors import FormatError
+
+    doc = json.loads(concurrent_trace.read_text())
+    assert doc["format"] == "kdvfs-trace/2"
+    t = tr.load_trace(concurrent_trace)
+    assert sum(k.concurrency is not None for k in t.kernels) > 0
+    assert tr.trace_to_dict(tr.load_trace(BUNDLED_TRACE))["format"] == "kdvfs-trace/1"
+    monkeypatch.setattr(tr, "FORMATS", ("kdvfs-trace/1",))  # the reader of session 11 and before
+    with pytest.raises(FormatError, match="newer than this kdvfs understands.*upgrade kdvfs"):
+        tr.load_trace(concurrent_trace)
+
+
+def test_every_rebuild_of_a_kernel_keeps_its_concurrency(concurrent_trace, tmp_path, capsys):
+    """The trace's kernels rebuilt by saving and loading, by `trace import` of the saved file's source with
+    `--step all`, and by carrying the trace to another batch size (kdvfs.scaling) keep it."""
+    from kdvfs.gpus import get_gpu
+    from kdvfs.optimize import Problem
+    from kdvfs.profile import load_profile
+    from kdvfs.scaling import scaled_for
+    from kdvfs.trace import load_trace, save_trace
+
+    t = load_trace(concurrent_trace)
+    conc = [k.concurrency for k in t.kernels]
+    back = tmp_path / "again.trace.json.gz"
+    save_trace(t, back)
+    assert [k.concurrency for k in load_trace(back).kernels] == conc
+    allsteps = tmp_path / "all.trace.json"
+    assert run_cli(["trace", "import", str(WAV2VEC), "--step", "all", "-o", str(allsteps)], capsys)[0] == 0
+    assert [k.concurrency for k in load_trace(allsteps).kernels] == conc
+    prof = tmp_path / "p.csv.gz"
+    assert run_cli(["profile", "build", "--trace", str(concurrent_trace), "--gpu", "h200", "-o", str(prof)],
+                   capsys)[0] == 0
+    import dataclasses
+
+    sized = dataclasses.replace(t, batch_size=4, seq_len=1024)  # the recorded step does not say its size
+    pb = Problem(sized, load_profile(prof).for_trace(sized))
+    sim_pb, _ = scaled_for(pb, get_gpu("h200"), 8, 1)
+    assert [k.concurrency for k in sim_pb.trace.kernels] == conc
+
+
+def test_an_unknown_kernel_field_is_said_not_dropped_silently(tmp_path, caplog):
+    """The next field a newer kdvfs adds must not be dropped without a word, as `concurrency` was by older readers."""
+    from kdvfs.trace import load_trace
+
+    doc = json.loads(BUNDLED_TRACE.read_text())
+    doc["segments"][0]["kernels"][0]["sm_share"] = 0.5
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    with caplog.at_level("WARNING", logger="kdvfs.trace"):
+        load_trace(p)
+    assert "'sm_share' are unknown to this kdvfs and are ignored" in caplog.text
