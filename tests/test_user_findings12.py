@@ -279,3 +279,37 @@ def test_an_unknown_kernel_field_is_said_not_dropped_silently(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="kdvfs.trace"):
         load_trace(p)
     assert "'sm_share' are unknown to this kdvfs and are ignored" in caplog.text
+
+
+# ------------------------------------------------------- leftover 6: Chrome "B"/"E" events, paired or named
+def _chrome(tmp_path, extra):
+    """A small profiler trace: the bundled PoolFormer step's events, with ``extra`` events appended."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(KINETO.read_bytes()))
+    doc["traceEvents"] += extra
+    p = tmp_path / "step.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_an_unmatched_b_event_is_named_not_ignored(tmp_path, capsys, caplog):
+    """A "B" event never closed by its "E" was dropped without a word (every non-"X" event was); it is now named on
+    stderr and in the trace's notes, and a matched pair is read as the complete event it is."""
+    from kdvfs.kineto import read_kineto
+
+    b = {"ph": "B", "name": "nn.Module: Lost", "cat": "python_function", "pid": 1, "tid": 99, "ts": 1.0}
+    p = _chrome(tmp_path, [b])
+    out = tmp_path / "t.json"
+    with caplog.at_level("WARNING", logger="kdvfs.kineto"):  # the command line shows it on stderr
+        code, _, err = run_cli(["trace", "import", str(p), "-o", str(out)], capsys)
+    assert code == 0, err
+    words = caplog.text
+    assert "1 Chrome duration event(s) without their pair ignored" in words
+    assert "a 'B' never closed by an 'E': 'nn.Module: Lost' (python_function, pid 1 tid 99, ts=1.0)" in words
+    assert "'nn.Module: Lost'" in json.loads(out.read_text())["notes"]
+    pair = [dict(b, tid=98, name="ProfilerStep#77", cat="user_annotation", ts=5.0),
+            {"ph": "E", "pid": 1, "tid": 98, "ts": 9.5}]
+    raw = read_kineto(_chrome(tmp_path, pair))
+    assert ("ProfilerStep#77" in [s[2] for s in raw.steps]) and not raw.unmatched
+    assert [s for s in raw.steps if s[2] == "ProfilerStep#77"][0][:2] == (5.0, 9.5)
