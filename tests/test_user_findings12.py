@@ -313,3 +313,41 @@ def test_an_unmatched_b_event_is_named_not_ignored(tmp_path, capsys, caplog):
     raw = read_kineto(_chrome(tmp_path, pair))
     assert ("ProfilerStep#77" in [s[2] for s in raw.steps]) and not raw.unmatched
     assert [s for s in raw.steps if s[2] == "ProfilerStep#77"][0][:2] == (5.0, 9.5)
+
+
+# ======================================================== a new user on steps12, then a hostile tester (part 2)
+@pytest.mark.parametrize("extra,needles", [
+    (["--scaling", "0,1"], ["--scaling '0,1'", "from 1 to 100000"]),  # was a ZeroDivisionError traceback
+    (["--scaling", ","], ["--scaling ','"]),
+    (["--hidden", "0", "--tp", "2"], ["--hidden 0", "≥ 1"]),  # was exit 0 with all-reduces of no bytes
+])
+def test_simulate_refuses_absurd_sizes_at_once(tmp_path, capsys, extra, needles):
+    sched = tmp_path / "s.json"
+    assert run_cli(["optimize", "--trace", TRACE, "--slack", "1", "-o", str(sched)], capsys)[0] == 0
+    code, out, err = run_cli(["simulate", "--trace", TRACE, "--schedule", str(sched), *extra], capsys)
+    one_error_line(code, out, err, *needles)
+
+
+def test_simulate_says_a_wrong_schedule_file_before_loading_the_profile(tmp_path, capsys, monkeypatch):
+    """A trace given as --schedule was named only after the trace and profile had loaded (12 s on the Mixtral step)."""
+    import kdvfs.cli.sim as sim
+
+    monkeypatch.setattr(sim, "problem", lambda a: pytest.fail("the profile was loaded first"))
+    code, out, err = run_cli(["simulate", "--trace", TRACE, "--schedule", str(BUNDLED_TRACE)], capsys)
+    one_error_line(code, out, err, "not a kdvfs schedule")
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--slack-max", "nan"], "--slack-max nan"),
+    (["--slack-step", "0"], "--slack-step 0"),
+    (["--slack-min", "5", "--slack-max", "1"], "--slack-min 5, --slack-max 1"),
+    (["--slack-max", "5000"], "slack 5000"),
+])
+def test_frontier_names_each_bound_of_a_bad_range_before_loading(capsys, monkeypatch, extra, needle):
+    """`frontier --slack-max nan` said "need slack-step > 0 and slack-max ≥ slack-min, got 0.0, nan, 1.0" (which is
+    which?) after loading the profile."""
+    import kdvfs.cli.optimize as opt
+
+    monkeypatch.setattr(opt, "problem", lambda a: pytest.fail("the profile was loaded first"))
+    code, out, err = run_cli(["frontier", "--trace", TRACE, *extra], capsys)
+    one_error_line(code, out, err, needle)

@@ -114,8 +114,10 @@ def cmd_frontier(a) -> int:
     from kdvfs.cli.paths import figure_beside
     from kdvfs.fileio import check_output_path
     from kdvfs.optimize import frontier
+    from kdvfs.optimize.frontier import check_range
     from kdvfs.plots import plot_frontier
 
+    check_range(a.slack_min, a.slack_max, a.slack_step)  # before loading the profile (seconds), not after
     png = figure_beside(a.output, a.png)  # --png alone writes the figure too (it was ignored without -o)
     if a.output:
         check_output_path(a.output, "CSV output", make_parents=True)

@@ -40,6 +40,11 @@ def cmd_simulate(a) -> int:
     for path, what in ((a.timeline, "--timeline output"), (a.scaling_png, "--scaling-png figure")):
         if path:  # before the simulation, not after it
             check_output_path(path, what)
+    if a.hidden < 1:  # --hidden 0 simulated tensor-parallel all-reduces of no bytes, exit 0
+        raise InputError(f"--hidden {a.hidden} must be the model's hidden size, a whole number ≥ 1 (e.g. --hidden 2048)")
+    if a.scaling:
+        _gpu_counts(a.scaling)  # before loading the trace and profile (seconds), not after
+    sched = load_schedule(a.schedule)  # likewise: a wrong file is said at once
     pb = problem(a)
     if not (a.gpu or pb.profile.gpu):
         raise InputError("the profile does not name its card: give --gpu NAME")
@@ -48,7 +53,6 @@ def cmd_simulate(a) -> int:
     from kdvfs.cli.anchor import profile_card
 
     spec, _ = profile_card(spec, pb.profile, f"--profile {a.profile!r}")  # the card a profile built with --anchors is of
-    sched = load_schedule(a.schedule)
     if a.mechanism is None:
         # the mechanism the schedule was planned for (`analyze` plans for predictive): replaying a 1 % boundary plan
         # of the Gemma step with sync switching ran +2.8 % where its own mechanism gives +1.0 %
@@ -119,15 +123,24 @@ def _carried(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
+def _gpu_counts(text: str) -> list[int]:
+    """``--scaling 1,2,4``'s GPU counts, each a whole number in 1–100000 (0 ended in a ZeroDivisionError traceback)."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= n <= 100_000 for n in counts):
+        raise InputError(f"--scaling {text!r} must be GPU counts (whole numbers from 1 to 100000) separated by commas, "
+                         "e.g. 1,2,4,8,16")
+    return counts
+
+
 def _scaling(a, pb, sched, spec, cfg) -> int:
     """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
     from kdvfs.plots import plot_scaling
     from simulator.carried import scaling_rows
 
-    try:
-        counts = [int(x) for x in a.scaling.split(",")]
-    except ValueError:
-        raise InputError(f"--scaling {a.scaling!r} must be GPU counts separated by commas, e.g. 1,2,4,8,16") from None
+    counts = _gpu_counts(a.scaling)
     rows = []
     # dp: the trace's batch as the global batch, split over the GPUs; tp: the layers split into shards (kdvfs.scaling)
     for mode in ([a.parallel] if a.parallel_given else ["dp", "tp"]):
