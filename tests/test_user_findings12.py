@@ -351,3 +351,15 @@ def test_frontier_names_each_bound_of_a_bad_range_before_loading(capsys, monkeyp
     monkeypatch.setattr(opt, "problem", lambda a: pytest.fail("the profile was loaded first"))
     code, out, err = run_cli(["frontier", "--trace", TRACE, *extra], capsys)
     one_error_line(code, out, err, needle)
+
+
+def test_compare_under_the_limiter_reports_progress(monkeypatch, capsys):
+    """compare under the H200's limiter ran 45 s in silence on the Mixtral step of steps12; it now says how many of
+    its policies are done (stderr; stdout stays one JSON document)."""
+    import kdvfs.cli.common as common
+
+    monkeypatch.setattr(common, "PROGRESS_EVERY_S", 0.0)
+    code, out, err = run_cli(["compare", "--trace", TRACE, "--slack", "1", "--json"], capsys)
+    assert code == 0, err
+    assert "policies under the limiter: " in err and "/8" in err, err
+    assert json.loads(out)["limiter"] is True
