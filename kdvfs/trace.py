@@ -402,8 +402,13 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             raise FormatError(f"{where}: a multi-rank trace (kdvfs-ranks/1, one trace per rank); replay it with "
                               "`kdvfs simulate-ranks --trace FILE --gpu GPU`, or import one rank's file on its own "
                               "(`kdvfs trace import rank0.json.gz -o OUT.json`) for this verb")
+        if fmt is None and ("traceEvents" in doc or "schemaVersion" in doc):
+            # "format is None, expected 'kdvfs-trace/1'" told a new user with a profiler trace little
+            raise FormatError(f"{where} is a PyTorch profiler (Chrome) trace, not a kdvfs trace: import it with `kdvfs "
+                              "trace import FILE -o OUT.json` and give OUT.json here (`kdvfs analyze FILE` and `kdvfs "
+                              "trace show FILE` read it directly)")
         raise FormatError(
-            f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {FORMAT!r}); "
+            f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {' or '.join(map(repr, FORMATS))}); "
             "to read a PyTorch profiler trace use `kdvfs trace import FILE -o OUT.json`"
         )
     segs = []

@@ -363,3 +363,26 @@ def test_compare_under_the_limiter_reports_progress(monkeypatch, capsys):
     assert code == 0, err
     assert "policies under the limiter: " in err and "/8" in err, err
     assert json.loads(out)["limiter"] is True
+
+
+def test_a_profiler_trace_is_shown_and_named_where_a_kdvfs_trace_is_expected(capsys):
+    """`trace show step.json.gz` (the README's step 2 without the import) said "not a kdvfs trace ("format" is None,
+    expected 'kdvfs-trace/1')"; it now shows the trace imported in memory, as analyze reads one, and the verbs that
+    need a kdvfs trace say what the file is and how to import it."""
+    code, out, err = run_cli(["trace", "show", str(KINETO), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["name"] == "poolformer-s12"
+    code, out, err = run_cli(["optimize", "--trace", str(KINETO)], capsys)
+    one_error_line(code, out, err, "is a PyTorch profiler (Chrome) trace, not a kdvfs trace", "kdvfs trace import")
+
+
+@pytest.mark.parametrize("verb", [["analyze", "{}", "--gpu", "h200"], ["trace", "show", "{}"]])
+def test_a_gzip_cut_short_is_one_line(tmp_path, capsys, verb):
+    """`analyze cut.json.gz` (a gzip cut short in its first bytes) ended in an EOFError traceback from the sniff
+    that tells a profiler trace from a kdvfs one."""
+    import gzip
+
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(gzip.compress(b'{"traceEvents": []}')[:12])
+    code, out, err = run_cli([x.format(p) for x in verb], capsys)
+    one_error_line(code, out, err, "truncated")
