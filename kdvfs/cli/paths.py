@@ -39,7 +39,8 @@ FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out"
 # trace, a measurement, a figure) is refused unless --force; a file of no known kind is replaced as before. An output
 # not listed writes a result of no kdvfs kind (a CSV, a JSON report, markdown).
 OUTPUT_KINDS = {
-    ("cmd_trace_import", "output"): ("a kdvfs trace", {"kdvfs-trace/1", "kdvfs-trace/2"}),
+    # several files import as one multi-rank trace (kdvfs-ranks/1)
+    ("cmd_trace_import", "output"): ("a kdvfs trace", {"kdvfs-trace/1", "kdvfs-trace/2", "kdvfs-ranks/1"}),
     ("cmd_record", "output"): ("a kdvfs trace", {"kdvfs-trace/1", "kdvfs-trace/2"}),
     ("cmd_profile_build", "output"): ("a kdvfs profile", {"kdvfs-profile/1"}),
     ("cmd_profile_fit", "output"): ("a kdvfs profile", {"kdvfs-profile/1"}),
