@@ -25,8 +25,13 @@ class Executor:
         for it in items:
             yield fn(*it)
 
-    def close(self) -> None:
-        pass
+    def map_unordered(self, fn: Callable[..., Any], items: Iterable[tuple]) -> Iterator[tuple[int, Any]]:
+        """(index of the item, its result) as each task finishes: a caller that keeps results as they come loses none
+        that finished when it is interrupted (``map`` holds back every result behind a slow first task)."""
+        yield from enumerate(self.map(fn, items))
+
+    def close(self, abort: bool = False) -> None:
+        """Release the workers; ``abort`` (after an interruption): end running tasks instead of waiting for them."""
 
 
 class LocalExecutor(Executor):
@@ -45,9 +50,22 @@ class LocalExecutor(Executor):
         for f in futs:
             yield f.result()
 
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+    def map_unordered(self, fn, items):
+        items = list(items)
+        if self.pool is None or len(items) < 2:
+            yield from enumerate(fn(*it) for it in items)
+            return
+        futs = {self.pool.submit(fn, *it): i for i, it in enumerate(items)}
+        for f in cf.as_completed(futs):
+            yield futs[f], f.result()
+
+    def close(self, abort: bool = False) -> None:
+        if self.pool is None:
+            return
+        if abort:  # the pool's own worker processes, by id: a shutdown would wait for every task already sent
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                proc.terminate()
+        self.pool.shutdown(wait=not abort, cancel_futures=True)
 
 
 class RayExecutor(Executor):
@@ -77,7 +95,17 @@ class RayExecutor(Executor):
         for r in refs:
             yield self.ray.get(r)
 
-    def close(self) -> None:
+    def map_unordered(self, fn, items):
+        remote = self.ray.remote(fn)
+        refs = [remote.remote(*it) for it in items]
+        index = {r: i for i, r in enumerate(refs)}
+        pending = list(refs)
+        while pending:
+            ready, pending = self.ray.wait(pending, num_returns=1)
+            for r in ready:
+                yield index[r], self.ray.get(r)
+
+    def close(self, abort: bool = False) -> None:
         if self.owned:
             self.ray.shutdown()
 

@@ -295,6 +295,9 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     dev = _device_name(raw.meta)
     batch, seq = _batch_seq(raw.embedding_dims)
     notes = [str(meta.get("notes", ""))] if meta.get("notes") else []
+    if raw.unmatched:  # kept in the trace too: `trace show` says it after the import's warning has scrolled away
+        notes.append(f"{len(raw.unmatched)} Chrome duration event(s) without their pair ignored (first: "
+                     f"{raw.unmatched[0]})")
     if n_steps:
         notes.append(f"{n_steps} profiler step(s) in the file; "
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))

@@ -92,6 +92,8 @@ class KinetoRaw:
         events: events read.
         labelled: whether the recorder's ``kdvfs:`` labels are present.
         embedding_dims: input shapes of the first ``aten::embedding`` (the token ids' ``[batch, seq]``).
+        ops: recorded ops with input shapes, by external id.
+        unmatched: Chrome "B"/"E" duration events without their pair (in words), ignored.
     """
 
     meta: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +107,7 @@ class KinetoRaw:
     labelled: bool = False
     embedding_dims: str | None = None
     ops: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
+    unmatched: list[str] = field(default_factory=list)
 
 
 def _open_text(path: Path):
@@ -233,10 +236,34 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
     threads = raw.threads
     dims_intern: dict[str, str] = {}
 
+    open_b: dict[Any, list[dict]] = {}  # a thread's "B" events not yet closed by their "E", innermost last
+
     def on_event(ev: Any) -> None:
         raw.events += 1
-        if type(ev) is not dict or ev.get("ph") != "X":
+        if type(ev) is not dict:
             return
+        ph = ev.get("ph")
+        if ph == "X":
+            on_complete(ev)
+        elif ph in ("B", "E"):
+            # Chrome's duration events: a "B" and the next "E" of its thread make one complete event (Kineto writes
+            # "X" only; other tools and merged exports write pairs, which were dropped without a word)
+            key = (ev.get("pid"), ev.get("tid"))
+            ts = ev.get("ts", 0)
+            if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not math.isfinite(ts):
+                _bad_ts(path, ev)
+            if ph == "B":
+                open_b.setdefault(key, []).append(ev)
+                return
+            st = open_b.get(key)
+            if not st:
+                raw.unmatched.append(_event_words(ev, "an 'E' without its 'B'"))
+                return
+            b = st.pop()
+            args = {**(b.get("args") or {}), **(ev.get("args") or {})}
+            on_complete({**b, "ph": "X", "dur": float(ts) - float(b.get("ts", 0)), "args": args})
+
+    def on_complete(ev: dict) -> None:
         cat = ev.get("cat", "")
         if cat in GPU_CATS:
             a = ev.get("args") or {}
@@ -348,10 +375,20 @@ def read_kineto(path: str | Path, progress: Callable[[int], None] | None = None)
                                  "FILE`, `kdvfs analyze FILE`)" if fmt.startswith("kdvfs-trace/") else
                                  "`trace import` reads the profiler's .json(.gz) export"))
         raise FormatError(f"{str(path)!r} has no 'traceEvents' list: it is not a PyTorch profiler (Chrome) trace")
+    raw.unmatched += [_event_words(b, "a 'B' never closed by an 'E'") for st in open_b.values() for b in st]
+    if raw.unmatched:  # said, not dropped silently: an interval never closed encloses nothing here
+        log.warning("%s: %d Chrome duration event(s) without their pair ignored, e.g. %s", path, len(raw.unmatched),
+                    "; ".join(raw.unmatched[:3]))
     _refuse_duplicated_events(path, raw.gpu)
     if progress is not None:
         progress(stream.consumed + stream.pos)
     return raw
+
+
+def _event_words(ev: dict, what: str) -> str:
+    """An event in words for a message: its name, category, thread and start."""
+    return (f"{what}: {str(ev.get('name'))[:120]!r} ({ev.get('cat')}, pid {ev.get('pid')} tid {ev.get('tid')}, "
+            f"ts={ev.get('ts')!r})")
 
 
 def _bad_ts(path: Path, ev: dict) -> None:

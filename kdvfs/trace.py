@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import zlib
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,11 @@ __all__ = [
 ]
 
 FORMAT = "kdvfs-trace/1"
+FORMAT_CONCURRENT = "kdvfs-trace/2"
+"""The format of a trace with a kernel's ``concurrency``: the same document, under a version that a kdvfs older than
+the field refuses ("newer than this kdvfs understands; upgrade kdvfs") instead of reading it without the field and
+pricing those kernels as if each ran alone. A trace without it stays ``FORMAT``; both are read."""
+FORMATS = (FORMAT, FORMAT_CONCURRENT)
 MAX_INSTANCES = 5_000_000
 """Kernel instances per iteration beyond any real training step (GPT-3 XL: ~2 000); larger repeat counts are typos,
 and unrolling them would exhaust memory (every optimiser and the simulator hold per-instance arrays)."""
@@ -321,7 +327,7 @@ _KERNEL_FIELDS = ("name", "category", "time_s", "energy_j", "flops", "bytes", "g
 
 
 def trace_to_dict(trace: Trace) -> dict[str, Any]:
-    """The ``kdvfs-trace/1`` document of a trace."""
+    """The ``kdvfs-trace/1`` document of a trace (``kdvfs-trace/2`` where a kernel has ``concurrency``)."""
     def kernel(k: Kernel) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for f in _KERNEL_FIELDS:
@@ -331,7 +337,7 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         return d
 
     return {
-        "format": FORMAT,
+        "format": FORMAT_CONCURRENT if any(k.concurrency is not None for k in trace.kernels) else FORMAT,
         "name": trace.name,
         "model": trace.model,
         "batch_size": trace.batch_size,
@@ -386,21 +392,27 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
     if not isinstance(doc, Mapping):
         raise FormatError(f"{where}: expected a JSON object at the top level, got {type(doc).__name__}")
     fmt = doc.get("format")
-    if fmt != FORMAT:
+    if fmt not in FORMATS:
         if isinstance(fmt, str) and fmt.startswith("kdvfs-trace/"):
             raise FormatError(
-                f"{where}: format {fmt!r} is newer than this kdvfs understands ({FORMAT}); upgrade kdvfs "
+                f"{where}: format {fmt!r} is newer than this kdvfs understands ({', '.join(FORMATS)}); upgrade kdvfs "
                 "(pip install -U kdvfs) or re-export the trace"
             )
         if fmt == "kdvfs-ranks/1":  # a multi-rank trace holds one kdvfs trace per rank; only its own verb reads it
             raise FormatError(f"{where}: a multi-rank trace (kdvfs-ranks/1, one trace per rank); replay it with "
                               "`kdvfs simulate-ranks --trace FILE --gpu GPU`, or import one rank's file on its own "
                               "(`kdvfs trace import rank0.json.gz -o OUT.json`) for this verb")
+        if fmt is None and ("traceEvents" in doc or "schemaVersion" in doc):
+            # "format is None, expected 'kdvfs-trace/1'" told a new user with a profiler trace little
+            raise FormatError(f"{where} is a PyTorch profiler (Chrome) trace, not a kdvfs trace: import it with `kdvfs "
+                              "trace import FILE -o OUT.json` and give OUT.json here (`kdvfs analyze FILE` and `kdvfs "
+                              "trace show FILE` read it directly)")
         raise FormatError(
-            f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {FORMAT!r}); "
+            f"{where}: not a kdvfs trace (\"format\" is {fmt!r}, expected {' or '.join(map(repr, FORMATS))}); "
             "to read a PyTorch profiler trace use `kdvfs trace import FILE -o OUT.json`"
         )
     segs = []
+    unknown: set[str] = set()
     for si, sd in enumerate(_need(doc, "segments", where, list)):
         sw = f"{where}: segment {si}"
         if not isinstance(sd, Mapping):
@@ -413,6 +425,7 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             if "time_s" not in kd or kd["time_s"] is None:
                 raise FormatError(f"{kw}: missing duration 'time_s'; every kernel needs its measured time in seconds")
             extra = {f: kd.get(f) for f in _KERNEL_FIELDS[3:]}
+            unknown.update(f for f in kd if f not in _KERNEL_FIELDS)
             for f in ("energy_j", "flops", "bytes", "concurrency"):
                 _opt(extra, f, (int, float), kw)
             _opt(extra, "stream", int, kw)
@@ -435,6 +448,10 @@ def trace_from_dict(doc: Mapping[str, Any], where: str = "trace") -> Trace:
             name=str(_need(sd, "name", sw, str)), kernels=tuple(kernels),
             repeat=int(_need(sd, "repeat", sw, int)), pass_name=str(sd.get("pass", "other")),
         ))
+    if unknown:  # a newer kdvfs's field read by this one would be dropped without a word (as `concurrency` was)
+        logging.getLogger(__name__).warning(
+            "%s: kernel field(s) %s are unknown to this kdvfs and are ignored; the file was written by a newer kdvfs "
+            "(upgrade kdvfs) or edited by hand (see docs/trace-format.md)", where, ", ".join(map(repr, sorted(unknown))))
     clocks = doc.get("capture_clocks") or {}
     if not isinstance(clocks, Mapping):
         raise FormatError(f"{where}: field 'capture_clocks' must be an object {{\"core_mhz\": …, \"mem_mhz\": …}}, got "

@@ -36,8 +36,9 @@ LIMITED_POLICIES = ("auto", "pass", "ideal", "naive", "switch-aware", "limiter-a
 
 def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterModel, sw: SwitchModel,
                  mechanism: str, slack_pct: float, tables: CeilingTables | None = None,
-                 policies=LIMITED_POLICIES) -> list[dict]:
-    """One row per policy: time and energy change against auto, both simulated under the limiter."""
+                 policies=LIMITED_POLICIES, progress=None) -> list[dict]:
+    """One row per policy: time and energy change against auto, both simulated under the limiter (``progress(1)``
+    after each)."""
     sw = dataclasses.replace(sw, spread=0.0)
     costs = SwitchCosts(idle_power_w=spec.idle_power_w)
     paid = SimConfig(mechanism=mechanism, switch=sw, costs=costs)
@@ -95,6 +96,8 @@ def limited_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterM
                      "energy_change_pct": 100 * (r.energy_j / auto.energy_j - 1), "switches": r.switches,
                      "median_core_mhz": r.limiter.median_core_mhz, "steady_ceiling_mhz": r.limiter.steady_ceiling_mhz,
                      "time_s": r.time_s, "energy_j": r.energy_j})
+        if progress is not None:
+            progress(1)
     return rows
 
 
@@ -104,10 +107,11 @@ COMPARE_KEYS = ("policy", "time_change_pct", "energy_change_pct", "switches", "f
 
 
 def limited_compare_rows(pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterModel, sw: SwitchModel,
-                         mechanism: str, slack_pct: float) -> list[dict]:
+                         mechanism: str, slack_pct: float, progress=None) -> list[dict]:
     """``kdvfs compare`` under the card's power limiter: every policy of ``limited_rows`` (the isolated choices and
-    the limiter-aware ones), with the comparison's columns only."""
-    return [{k: r[k] for k in COMPARE_KEYS} for r in limited_rows(pb, spec, params, lim, sw, mechanism, slack_pct)]
+    the limiter-aware ones), with the comparison's columns only (``progress(1)`` after each policy)."""
+    return [{k: r[k] for k in COMPARE_KEYS}
+            for r in limited_rows(pb, spec, params, lim, sw, mechanism, slack_pct, progress=progress)]
 
 def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParams, lim: LimiterModel,
                  mechanisms, slacks) -> dict:
@@ -139,18 +143,18 @@ def before_after(trace_ref: str, pb: Problem, spec: GpuSpec, params: KernelParam
 _LIMITED_CACHE: dict = {}
 
 
-def limited_scenario_row(trace_ref: str, pb: Problem, card: str, policy: str, sw: SwitchModel, mechanism: str,
+def limited_scenario_row(trace_ref: str, pb: Problem, card, policy: str, sw: SwitchModel, mechanism: str,
                          slack_pct: float) -> dict:
     """``simulator.whatif`` with the limiter on: the policy's limiter-aware counterpart (ideal, naive, switch-aware
     chosen under the limiter; auto and pass as they are), simulated under the card's limiter."""
     from kdvfs.gpus import get_gpu
     from kdvfs.limiter import limiter_for, limiter_params
 
-    spec = get_gpu(card)
+    spec = get_gpu(card) if isinstance(card, str) else card  # a card adapted to an anchored profile comes as itself
     lim = limiter_for(spec)
     if lim is None:
-        raise InputError(f"{card} has no fitted limiter model; run the what-if with --limiter off")
-    key = (trace_ref, id(pb), card)
+        raise InputError(f"{spec.name} has no fitted limiter model; run the what-if with --limiter off")
+    key = (trace_ref, id(pb), spec.name)  # one profile (id) has one card
     if key not in _LIMITED_CACHE:
         params = limiter_params(pb.trace, spec, lim)
         _LIMITED_CACHE[key] = (params, limited_tables(pb, spec, params))

@@ -83,6 +83,22 @@ def _problem(trace_ref: str, profile_ref: str, settings: str = "all") -> Problem
     return _CACHE[key]
 
 
+def _card(pb: Problem, card: str):
+    """The card the scenarios are priced on: ``card``'s preset, adapted to the card a profile built with ``profile build
+    --anchors`` records in its header (``Profile.card``), as ``compare`` and ``simulate`` adapt it: the workers built
+    the preset by name, so a what-if on an anchored profile priced the limiter's idle card, the gaps and the switch
+    stalls at the bundled card's idle power."""
+    key = ("card", id(pb), card)
+    if key not in _CACHE:
+        spec = get_gpu(card)
+        if pb.profile.card:
+            from kdvfs.card_anchor import CardAnchor, adapted
+
+            spec = adapted(spec, None, CardAnchor.from_header(pb.profile.card, spec.name, "the what-if's profile"))[0]
+        _CACHE[key] = spec
+    return _CACHE[key]
+
+
 def _switch(sc: Scenario) -> SwitchModel:
     preset = get_gpu(sc.gpu).switch
     base = preset if sc.switch_latency_s is None else preset.scaled_to(sc.switch_latency_s)
@@ -98,7 +114,7 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limi
     at this one, against auto there (``kdvfs.scaling``; the shard's all-reduces are charged to both).
     ``settings``: the profile's settings to choose from (``kdvfs.passweep.restrict_settings``)."""
     pb = _problem(trace_ref, profile_ref, settings)
-    spec = get_gpu(card)
+    spec = _card(pb, card)
     sw = _switch(sc)
     if limiter:
         if size is not None:
@@ -106,7 +122,7 @@ def run_scenario(trace_ref: str, profile_ref: str, card: str, sc: Scenario, limi
                              "--limiter off")
         from simulator.limited_whatif import limited_scenario_row
 
-        r = limited_scenario_row(trace_ref, pb, card, sc.policy, sw, sc.mechanism, sc.slack_pct)
+        r = limited_scenario_row(trace_ref, pb, spec, sc.policy, sw, sc.mechanism, sc.slack_pct)
         return {"gpu": sc.gpu, "switch_latency_s": sw.total_s, "mechanism": sc.mechanism, "policy": sc.policy,
                 "slack_pct": sc.slack_pct, "time_change_pct": r["time_change_pct"],
                 "energy_change_pct": r["energy_change_pct"], "switches": int(r["switches"])}
@@ -160,7 +176,7 @@ def run_scenarios(trace_ref: str, profile_ref: str, card: str, scenarios: list[S
         from kdvfs.optimize.switchaware import switch_aware_many
 
         pb = _problem(trace_ref, profile_ref, settings)
-        costs = SwitchCosts.for_gpu(get_gpu(card))
+        costs = SwitchCosts.for_gpu(_card(pb, card))
         for slack in dict.fromkeys(sc.slack_pct for sc in sa):
             switch_aware_many(pb, [(_switch(sc), sc.mechanism, costs) for sc in sa if sc.slack_pct == slack], slack)
     return [run_scenario(trace_ref, profile_ref, card, sc, limiter, size, settings) for sc in scenarios]
@@ -186,14 +202,32 @@ def _tasks(scenarios: list[Scenario], limiter: bool, size) -> list[list[int]]:
 
 def run_grid(trace_ref: str, profile_ref: str, card: str, scenarios: list[Scenario], executor: Executor,
              progress: Callable[[int], None] | None = None, limiter: bool = False,
-             size: tuple[int | None, int] | None = None, settings: str = "all") -> list[dict]:
-    """One row per scenario, in grid order, whatever the executor."""
+             size: tuple[int | None, int] | None = None, settings: str = "all", done: dict[int, dict] | None = None,
+             on_task: Callable[[list[int], list[dict]], None] | None = None) -> list[dict]:
+    """One row per scenario, in grid order, whatever the executor.
+
+    ``done``: rows by scenario index from an interrupted run of the same grid (``simulator.whatif_journal``); a task
+    whose scenarios are all there is not run again. ``on_task(indices, rows)``: called as each task finishes (in
+    the order they finish; the rows are placed by index, so the result does not depend on it)."""
     tasks = _tasks(scenarios, limiter, size)
     rows: list[dict | None] = [None] * len(scenarios)
-    args = [(trace_ref, profile_ref, card, [scenarios[i] for i in idx], limiter, size, settings) for idx in tasks]
-    for idx, part in zip(tasks, executor.map(run_scenarios, args)):
+    done = done or {}
+    todo = []
+    for idx in tasks:
+        if all(i in done for i in idx):
+            for i in idx:
+                rows[i] = done[i]
+        else:
+            todo.append(idx)
+    if progress and len(todo) < len(tasks):
+        progress(sum(len(idx) for idx in tasks) - sum(len(idx) for idx in todo))
+    args = [(trace_ref, profile_ref, card, [scenarios[i] for i in idx], limiter, size, settings) for idx in todo]
+    for k, part in executor.map_unordered(run_scenarios, args):  # kept as each finishes; placed by index
+        idx = todo[k]
         for i, r in zip(idx, part):
             rows[i] = r
+        if on_task:
+            on_task(idx, part)
         if progress:
             progress(len(idx))
     assert all(r is not None for r in rows)

@@ -109,7 +109,7 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path, capsys, spaan_trace):
     trunc.write_text(json.dumps(trace_to_dict(spaan_trace))[:500])
     newer = tmp_path / "n.trace.json"
     d = trace_to_dict(spaan_trace)
-    d["format"] = "kdvfs-trace/2"
+    d["format"] = "kdvfs-trace/3"  # /2 is a trace with concurrency (session 12)
     newer.write_text(json.dumps(d))
     badgz = tmp_path / "b.trace.json.gz"
     badgz.write_bytes(gzip.compress(b'{"format": "kdvfs-trace/1"')[:-5])

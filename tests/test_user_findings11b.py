@@ -212,7 +212,7 @@ def test_trace_import_of_a_kdvfs_trace_says_it_is_one(tmp_path, capsys):
     save_trace(Trace("conc", (Segment("forward.repeat", (k,), 24, "forward"),)), p)
     assert load_trace(p).segments[0].kernels[0].concurrency == 8.0  # the field survives the file
     one_error_line(*run_cli(["trace", "import", str(p), "-o", str(tmp_path / "re.json")], capsys),
-                   "is a kdvfs file (kdvfs-trace/1)", "give it to the verbs directly")
+                   "is a kdvfs file (kdvfs-trace/2)", "give it to the verbs directly")
 
 
 # ------------------------------------------- 9: a damaged profiled kernel time in a characterisation file

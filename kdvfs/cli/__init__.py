@@ -121,6 +121,11 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
     def j(sp):
         sp.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+        # every verb: an output that names an existing file of another kind (a profile, a trace, a schedule, a
+        # measurement) is refused without it (kdvfs.cli.paths.refuse_other_kinds)
+        sp.add_argument("--force", action="store_true",
+                        help="replace an existing output file even where it is of another kind (a profile, a trace, "
+                             "a schedule, a measurement)")
         return sp
 
     hint = _MODULE_OF.get(verb) if verb is not None else None

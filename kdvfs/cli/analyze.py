@@ -22,7 +22,7 @@ def _is_kineto(path: Path) -> bool:
         opener = gzip.open if head == b"\x1f\x8b" else open
         with opener(path, "rb") as f:
             text = f.read(4096).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, EOFError):  # a gzip cut short (EOFError, a traceback from analyze): the reader proper says so
         return False
     return "kdvfs-trace/" not in text and any(k in text for k in ('"traceEvents"', '"schemaVersion"',
                                                                   '"deviceProperties"', '"ph"'))

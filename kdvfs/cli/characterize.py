@@ -190,7 +190,7 @@ def cmd_calibrate_h200(a) -> int:
 
     output = a.output or _DEFAULT_FIT_OUTPUT
     check_output_path(output, "fit output", make_parents=True)  # before the fit, not after it
-    _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit")
+    _refuse_foreign(output, "kdvfs-h200-fit/1", "fit output", "a fit", getattr(a, "force", False))
     doc = run_h200_fit(a.data or list(DEFAULT_DATA), command=cmd,
                        **({"structure": a.structure} if a.structure is not None else {}),
                        **({"gap_model": a.gap_model} if a.gap_model is not None else {}))
@@ -225,7 +225,7 @@ def _check_h200(a, cmd: str) -> int:
         from kdvfs.fileio import check_output_path
 
         check_output_path(a.output, "check output", make_parents=True)
-        _refuse_foreign(a.output, "kdvfs-h200-fit-check/1", "check output", "a check report")
+        _refuse_foreign(a.output, "kdvfs-h200-fit-check/1", "check output", "a check report", getattr(a, "force", False))
     doc = check_h200_fit(load_json(a.check), a.data, command=cmd, where=f"--check {a.check!r}")
     if a.output is not None:
         from kdvfs.fileio import write_atomic
@@ -255,15 +255,16 @@ def _zoo_table(title: str, per_kernel: list[dict], mark_misses: bool = False):
     return table(title, ["kernel", "MHz meas.", "MHz pred.", "%", "W meas.", "W pred.", "%"], rows)
 
 
-def _refuse_foreign(path, fmt: str, what: str, kind: str) -> None:
+def _refuse_foreign(path, fmt: str, what: str, kind: str, force: bool = False) -> None:
     """Refuse to write over an existing file that is not itself ``fmt`` (a measurement, a fit, the bundled fit the
-    h200 preset reads): the command's result replaces only an earlier result of its own kind."""
+    h200 preset reads): the command's result replaces only an earlier result of its own kind (``force``: any file;
+    a file of another known kind is refused before, for every verb, by ``kdvfs.cli.paths.refuse_other_kinds``)."""
     from pathlib import Path
 
     from kdvfs.limiter_fit import load_json
 
     p = Path(path)
-    if not p.is_file() or p.stat().st_size == 0:
+    if force or not p.is_file() or p.stat().st_size == 0:
         return
     try:
         doc = load_json(p)
@@ -272,7 +273,7 @@ def _refuse_foreign(path, fmt: str, what: str, kind: str) -> None:
         got = None
     if got != fmt:
         raise InputError(f"{what} {str(p)!r} exists and is not {kind} (its format is {got!r}, not {fmt!r}); it is "
-                         "left as it is: give a new file name with -o")
+                         "left as it is: give a new file name, or add --force to replace it")
 
 
 def register(sub, j) -> None:

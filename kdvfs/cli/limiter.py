@@ -224,6 +224,9 @@ def cmd_validate_steps(a) -> int:
     if a.plot:
         check_output_path(a.plot, "--plot figure", make_parents=True)
     _refuse_inputs_as_outputs(a)
+    from kdvfs.cli.paths import refuse_other_kinds
+
+    refuse_other_kinds(a)  # after its own inputs' check, whose message names them (paths.py leaves this verb to it)
     # the card the steps ran on, where its anchor run is given: the bundled fit adapted to it (kdvfs.card_anchor)
     spec, anchored_thermal, anchor = anchor_card(spec, a.anchors, a.anchor_params)
     # the power of the GPU idle but clocked, from measurements apart from the steps checked: by default the card

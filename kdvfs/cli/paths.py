@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["figure_beside", "refuse_outputs_over_inputs"]
+__all__ = ["figure_beside", "refuse_other_kinds", "refuse_outputs_over_inputs"]
 
 
 # Options that name a file a verb reads, and options that name a file it writes, by argparse destination. An output
@@ -32,6 +32,47 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpe
 # Outputs that are folders (the verb writes several files into them): a file there failed only after the work, with
 # "File exists (…); check the paths and free memory/disk".
 FOLDER_OUTPUTS = {("analyze", "output"), ("reproduce", "output"), ("demo", "out")}  # profile calibrate checks its own
+
+
+# What each output writes, in words, and the kinds of file it may replace (``kdvfs.filekind``): its own, by the verb's
+# function and the option's destination. A file of another known kind (a profile, a trace, a schedule, a profiler
+# trace, a measurement, a figure) is refused unless --force; a file of no known kind is replaced as before. An output
+# not listed writes a result of no kdvfs kind (a CSV, a JSON report, markdown).
+OUTPUT_KINDS = {
+    # several files import as one multi-rank trace (kdvfs-ranks/1)
+    ("cmd_trace_import", "output"): ("a kdvfs trace", {"kdvfs-trace/1", "kdvfs-trace/2", "kdvfs-ranks/1"}),
+    ("cmd_record", "output"): ("a kdvfs trace", {"kdvfs-trace/1", "kdvfs-trace/2"}),
+    ("cmd_profile_build", "output"): ("a kdvfs profile", {"kdvfs-profile/1"}),
+    ("cmd_profile_fit", "output"): ("a kdvfs profile", {"kdvfs-profile/1"}),
+    ("cmd_optimize", "output"): ("a kdvfs schedule", {"kdvfs-schedule/1"}),
+    ("cmd_simulate", "timeline"): ("a Chrome trace (the simulated timeline)", {"chrome-trace"}),
+    ("cmd_sweep", "output"): ("a kdvfs sweep", {"kdvfs-sweep/1"}),
+    ("cmd_characterize", "output"): ("a characterisation", {"kdvfs-characterization/1"}),
+    ("cmd_card_anchor", "output"): ("a card-anchor report", {"kdvfs-card-anchor/1", "kdvfs-card-anchor-check/1"}),
+}
+_WRITES = {"output": "its results", "md": "markdown tables", "out": "its results (JSON)"}
+# Outputs that replace nothing but their own format, known or not: their verb's stricter check says so
+# (``kdvfs.cli.characterize._refuse_foreign``, with the same fix).
+STRICT_OUTPUTS = {("cmd_calibrate_h200", "output")}
+
+
+def refuse_other_kinds(args: object) -> None:
+    """Each output of ``args`` that names an existing file of another kind than the verb writes is refused with one
+    message naming the file, its kind and the fix (another path, or ``--force``): one check for every verb."""
+    from kdvfs.filekind import FIGURE, refuse_other_kind
+
+    fn = getattr(getattr(args, "fn", None), "__name__", "")
+    force = bool(getattr(args, "force", False))
+    for d in (*OUTPUT_DESTS, "out"):
+        v = getattr(args, d, None)
+        if not isinstance(v, (str, Path)) or not str(v) or (getattr(args, "cmd", None), d) in FOLDER_OUTPUTS \
+                or (fn, d) in STRICT_OUTPUTS:
+            continue
+        if d in FIGURE_DESTS:
+            writes, own = "a figure", {FIGURE}
+        else:
+            writes, own = OUTPUT_KINDS.get((fn, d), (_WRITES.get(d, "its results"), set()))
+        refuse_other_kind(v, _option(d), writes, own, force)
 
 
 def _option(dest: str) -> str:
@@ -86,6 +127,8 @@ def refuse_outputs_over_inputs(args: object) -> None:
                 raise InputError(f"{_option(do)} and {_option(d)} both name {str(o)!r}; the second would replace the "
                                  f"first: give each its own file (e.g. {_option(d)} {str(o.with_name('out-' + o.name))!r})")
         outs.append((d, o))
+    if getattr(args, "cmd", None) != "validate-steps":  # it checks its own inputs first, then calls this itself
+        refuse_other_kinds(args)
 
 
 def figure_beside(output: str | None, png: str | None) -> Path | None:

@@ -40,6 +40,11 @@ def cmd_simulate(a) -> int:
     for path, what in ((a.timeline, "--timeline output"), (a.scaling_png, "--scaling-png figure")):
         if path:  # before the simulation, not after it
             check_output_path(path, what)
+    if a.hidden < 1:  # --hidden 0 simulated tensor-parallel all-reduces of no bytes, exit 0
+        raise InputError(f"--hidden {a.hidden} must be the model's hidden size, a whole number ≥ 1 (e.g. --hidden 2048)")
+    if a.scaling:
+        _gpu_counts(a.scaling)  # before loading the trace and profile (seconds), not after
+    sched = load_schedule(a.schedule)  # likewise: a wrong file is said at once
     pb = problem(a)
     if not (a.gpu or pb.profile.gpu):
         raise InputError("the profile does not name its card: give --gpu NAME")
@@ -48,7 +53,6 @@ def cmd_simulate(a) -> int:
     from kdvfs.cli.anchor import profile_card
 
     spec, _ = profile_card(spec, pb.profile, f"--profile {a.profile!r}")  # the card a profile built with --anchors is of
-    sched = load_schedule(a.schedule)
     if a.mechanism is None:
         # the mechanism the schedule was planned for (`analyze` plans for predictive): replaying a 1 % boundary plan
         # of the Gemma step with sync switching ran +2.8 % where its own mechanism gives +1.0 %
@@ -119,15 +123,24 @@ def _carried(a, pb, sched, spec, cfg) -> int:
     return 0
 
 
+def _gpu_counts(text: str) -> list[int]:
+    """``--scaling 1,2,4``'s GPU counts, each a whole number in 1–100000 (0 ended in a ZeroDivisionError traceback)."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= n <= 100_000 for n in counts):
+        raise InputError(f"--scaling {text!r} must be GPU counts (whole numbers from 1 to 100000) separated by commas, "
+                         "e.g. 1,2,4,8,16")
+    return counts
+
+
 def _scaling(a, pb, sched, spec, cfg) -> int:
     """How the schedule's savings against auto hold as the number of GPUs grows (``--scaling 1,2,4,8,16``)."""
     from kdvfs.plots import plot_scaling
     from simulator.carried import scaling_rows
 
-    try:
-        counts = [int(x) for x in a.scaling.split(",")]
-    except ValueError:
-        raise InputError(f"--scaling {a.scaling!r} must be GPU counts separated by commas, e.g. 1,2,4,8,16") from None
+    counts = _gpu_counts(a.scaling)
     rows = []
     # dp: the trace's batch as the global batch, split over the GPUs; tp: the layers split into shards (kdvfs.scaling)
     for mode in ([a.parallel] if a.parallel_given else ["dp", "tp"]):
@@ -154,17 +167,50 @@ def _on_executor(executor_spec, console, total, label, job):
         with progress(console, total, label) as prog:
             task = prog.add_task(label, total=total)
             return job(ex, lambda n: prog.advance(task, n))
+    except KeyboardInterrupt:
+        ex.close(abort=True)  # end the running tasks: waiting for them kept Ctrl-C waiting a minute for nothing
+        raise
     finally:
         ex.close()
 
 
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
-            size=None, settings="all"):
+            size=None, settings="all", output=None):
+    """The grid's rows; with ``output`` (the CSV), each finished task is kept in a journal beside it, and a run of the
+    same grid cut short (Ctrl-C, a lost machine) resumes from it (``simulator.whatif_journal``)."""
     from simulator.whatif import run_grid
 
-    return _on_executor(executor_spec, console, len(scenarios), label,
-                        lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
-                                                  limiter=limiter, size=size, settings=settings))
+    journal, done = None, {}
+    if output:
+        from kdvfs.bundled import resolve_profile_path, resolve_trace_path
+        from simulator.whatif_journal import Journal, grid_key, journal_path
+
+        journal = Journal(journal_path(output), grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref),
+                                                         card, scenarios, limiter, size, settings))
+        done = journal.load()
+        err = make_console(sys.stderr)
+        if done:
+            err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {journal.path} (an interrupted run of "
+                      "this grid)", markup=False)
+        elif journal.stale:
+            err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
+                      "starting over", markup=False)
+        journal.start(keep=bool(done))
+    try:
+        rows = _on_executor(executor_spec, console, len(scenarios), label,
+                            lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
+                                                      limiter=limiter, size=size, settings=settings, done=done,
+                                                      on_task=journal.record if journal else None))
+    except KeyboardInterrupt:
+        if journal is not None:
+            kept = len(journal.load())
+            make_console(sys.stderr).print(f"{kept} of {len(scenarios)} scenarios kept in {journal.path}; run the same "
+                                           "command again to resume", markup=False)
+        else:
+            make_console(sys.stderr).print("nothing kept: give -o FILE.csv to keep finished scenarios for a resume",
+                                           markup=False)
+        raise
+    return rows, journal
 
 
 def cmd_whatif(a) -> int:
@@ -185,13 +231,11 @@ def cmd_whatif(a) -> int:
 
     head = file_header(resolve_profile_path(profile_ref))
     check_card(head.get("gpu", ""), get_gpu(card).name)
-    if any(k.startswith("card.") for k in head):  # the workers build the card by name: the bundled one
-        from urllib.parse import unquote
+    spec = get_gpu(card)
+    if any(k.startswith("card.") for k in head):  # checked here, said once; the workers adapt the card the same way
+        from kdvfs.cli.anchor import profile_card
 
-        make_console(sys.stderr).print(
-            f"Caution: the profile was built for the card of {unquote(head.get('card.anchors', '?'))} (`profile build "
-            f"--anchors`); what-if prices the limiter's idle card and the switch stalls at the bundled {card}'s idle "
-            "power (`kdvfs compare` and `simulate` use the profile's card)", markup=False)
+        spec, _ = profile_card(spec, load_profile_ref(profile_ref), f"--profile {profile_ref!r}")
     presets = a.switch_model or [card]
     if a.preset_latency_only and a.latency:  # one of the two was ignored without a word (even --latency nan)
         raise InputError(f"--preset-latency-only and --latency {a.latency[0]!r} ask for different latencies: "
@@ -213,12 +257,13 @@ def cmd_whatif(a) -> int:
         from kdvfs.passweep import restrict_settings
 
         restrict_settings(load_profile_ref(profile_ref), a.settings)
-    lim = limiter_of(a, get_gpu(card))
+    lim = limiter_of(a, spec)
     size = (a.batch, a.tp) if a.batch is not None or a.tp != 1 else None
-    rows = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
-                   size=size, settings=a.settings)
+    rows, journal = _whatif(trace_ref, profile_ref, card, scen, a.executor, c, limiter=lim is not None and size is None,
+                            size=size, settings=a.settings, output=a.output)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
+        journal.remove()
     if png is not None:
         try:
             plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")

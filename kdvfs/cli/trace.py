@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kdvfs.cli.common import load_trace, out
+from kdvfs.cli.common import out
 from kdvfs.console import print_json, table
 from kdvfs.errors import InputError
 
@@ -33,7 +33,12 @@ def cmd_trace_show(a) -> int:
         else:
             out(a).print("bundled traces: " + ", ".join(names))
         return 0
-    t = load_trace(a.trace)
+    import sys
+
+    from kdvfs.cli.analyze import load_any_trace
+    from kdvfs.console import make_console
+
+    t = load_any_trace(a.trace, err=make_console(sys.stderr))  # a profiler trace too, imported in memory (as analyze)
     s = t.summary()
     from kdvfs.worktable import kernel_work_rows, work_source_time_share
 

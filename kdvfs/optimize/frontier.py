@@ -8,17 +8,30 @@ from kdvfs.errors import InputError
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.problem import Problem
 
-__all__ = ["frontier"]
+__all__ = ["check_range", "frontier"]
+
+
+def check_range(slack_min: float, slack_max: float, slack_step: float) -> int:
+    """The number of slack values from ``slack_min`` to ``slack_max`` in steps of ``slack_step``; refuses a range
+    that is not one (its message named three bare numbers, "got 0.0, nan, 1.0", without saying which was which)."""
+    got = f"--slack-min {slack_min:g}, --slack-max {slack_max:g}, --slack-step {slack_step:g}"
+    if not all(np.isfinite([slack_min, slack_max, slack_step])) or slack_step <= 0 or slack_max < slack_min:
+        raise InputError(f"{got}: the slack range needs finite numbers, a step > 0 and --slack-max ≥ --slack-min; "
+                         "give e.g. --slack-min 0 --slack-max 20 --slack-step 1")
+    n = int(np.floor((slack_max - slack_min) / slack_step + 1e-9)) + 1
+    if n > 10000:
+        raise InputError(f"{got}: {n} slack values is too many (at most 10000); raise --slack-step")
+    from kdvfs.optimize.problem import check_slack
+
+    for s in (slack_min, slack_max):
+        check_slack(s)
+    return n
 
 
 def frontier(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
              slack_step: float = 1.0, granularity: str = "kernel") -> list[dict]:
     """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown."""
-    if not all(np.isfinite([slack_min, slack_max, slack_step])) or slack_step <= 0 or slack_max < slack_min:
-        raise InputError(f"need slack-step > 0 and slack-max ≥ slack-min, got {slack_min}, {slack_max}, {slack_step}")
-    n = int(np.floor((slack_max - slack_min) / slack_step + 1e-9)) + 1
-    if n > 10000:
-        raise InputError(f"{n} slack values is too many; raise --slack-step")
+    n = check_range(slack_min, slack_max, slack_step)
     rows = []
     for i in range(n):
         s = round(slack_min + i * slack_step, 10)
