@@ -22,18 +22,34 @@ import kdvfs.optimize.switchaware as sa
 from kdvfs.switching import SwitchCosts
 
 
-def _load(base: str):
-    spec = importlib.util.spec_from_file_location("kdvfs.optimize._switchaware_base",
-                                                  os.path.join(base, "kdvfs", "optimize", "switchaware.py"))
+def _exec(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up while the class is made
     spec.loader.exec_module(mod)
     return mod
 
 
+def _load(base: str):
+    """BASE's ``switchaware``, and its ``switchaware_predictive`` where it has one (split off in session 11): the base
+    module is run with BASE's predictive module standing in for this checkout's, so that it imports its own."""
+    pred = os.path.join(base, "kdvfs", "optimize", "switchaware_predictive.py")
+    name = "kdvfs.optimize.switchaware_predictive"
+    ours = sys.modules[name]
+    try:
+        if os.path.exists(pred):
+            sys.modules[name] = _exec("kdvfs.optimize._switchaware_predictive_base", pred)
+        return _exec("kdvfs.optimize._switchaware_base", os.path.join(base, "kdvfs", "optimize", "switchaware.py"))
+    finally:
+        sys.modules[name] = ours
+
+
 def _predictive(mod, pb, cand, lam, fr):
-    if hasattr(mod, "_late_steps"):
-        steps = mod._late_steps(fr)
+    if hasattr(mod, "_late_steps"):  # (its late fractions only, before session 12; with the instances since)
+        try:
+            steps = mod._late_steps(fr, pb.trace.instances())
+        except TypeError:
+            steps = mod._late_steps(fr)
         return lambda: mod._dp_predictive(pb, cand, lam, w.HOPPER, 6, fr, steps)
     return lambda: mod._dp_predictive(pb, cand, lam, w.HOPPER, 6, fr)
 
