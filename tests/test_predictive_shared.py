@@ -74,3 +74,28 @@ def test_the_layered_problems_share_pairs_with_fractional_fractions():
             counts = np.bincount([p for p in steps.pair if p >= 0], minlength=len(steps.pair_kernel))
             assert (counts >= 2).all()  # a pair is shared only where two steps or more use it
     assert shared_fractional > 0 and one_off > 0
+
+
+def test_a_bounded_scratch_shares_the_most_used_pairs_and_plans_alike(monkeypatch):
+    """Where the shared products would outgrow their bound, the most used pairs are shared and the rest keep the
+    per-step product: the plans are the same either way."""
+    import kdvfs.optimize.switchaware_predictive as sp
+
+    sw = SwitchModel.from_latency(1.5e-3)
+    checked = 0
+    for seed in range(6):
+        pb, cand = _layered(seed, seed % 2 == 0)
+        inst = pb.trace.instances()
+        fr = _late_fractions(pb, cand, sw, 6)
+        full = _late_steps(fr, inst)
+        if len(full.pair_kernel) < 2:
+            continue
+        uses = np.bincount([p for p in full.pair if p >= 0])
+        monkeypatch.setattr(sp, "_SHARED_BYTES", len(cand) ** 2 * 6 * 8)  # room for one pair
+        one = _late_steps(fr, inst)
+        monkeypatch.undo()
+        assert len(one.pair_kernel) == 1 and sum(p == 0 for p in one.pair) == uses.max()
+        for lam in (0.0, 30.0):
+            assert np.array_equal(_dp_predictive(pb, cand, lam, sw, 6, fr, one), _old_dp_predictive(pb, cand, lam, sw))
+        checked += 1
+    assert checked >= 2

@@ -52,6 +52,10 @@ class _LateSteps:
     products: np.ndarray
 
 
+_SHARED_BYTES = 32 * 2**20
+"""The most memory a search's shared products take (``_LateSteps.products``; ~1.7 MB on the benchmark's trace)."""
+
+
 def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
     """``_LateSteps`` of the late fractions ``frac_all`` of the instances ``inst`` (kernel per instance)."""
     late = frac_all != 0
@@ -63,15 +67,18 @@ def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
     for i, kd in enumerate(kind):
         if kd:
             steps_of.setdefault((ks[i], frac_all[i].tobytes()), []).append(i)
+    S, A = frac_all.shape[1:]  # noqa: N806
+    # the most used pairs first, as many as the scratch's bound allows (the rest stay with the per-step product:
+    # sharing changes how a product is made, never its value)
+    shared = sorted((at for at in steps_of.values() if len(at) > 1), key=len, reverse=True)
+    shared = shared[:max(0, _SHARED_BYTES // (S * S * A * 8))]
     pair = [-1] * len(kind)
     first = []
-    for at in steps_of.values():
-        if len(at) > 1:
-            for i in at:
-                pair[i] = len(first)
-            first.append(at[0])
+    for at in sorted(shared, key=lambda at: at[0]):
+        for i in at:
+            pair[i] = len(first)
+        first.append(at[0])
     rows = np.array(first, dtype=np.int64)
-    S, A = frac_all.shape[1:]  # noqa: N806
     return _LateSteps(frac_all, list(frac_all[:, None]), list(frac_all[:, :, 0][:, None]), kind, pair,
                       np.asarray(inst, dtype=np.int64)[rows], frac_all[rows][:, None], np.empty((len(rows), S, S, A)))
 
