@@ -73,7 +73,7 @@ def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
     shared = sorted((at for at in steps_of.values() if len(at) > 1), key=len, reverse=True)
     shared = shared[:max(0, _SHARED_BYTES // (S * S * A * 8))]
     pair = [-1] * len(kind)
-    first = []
+    first: list[int] = []
     for at in sorted(shared, key=lambda at: at[0]):
         for i in at:
             pair[i] = len(first)
