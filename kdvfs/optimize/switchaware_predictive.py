@@ -62,12 +62,14 @@ def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
     later = late[:, :, 1:].any(axis=(1, 2))
     kind = np.where(later, 2, np.where(late[:, :, 0].any(axis=1), 1, 0)).tolist()
     ks = np.asarray(inst).tolist()
-    # pairs by the fractions' bytes: a product is shared only where its fractions are the same floats
+    n, S, A = frac_all.shape  # noqa: N806
+    # pairs by the fractions' bytes: a product is shared only where its fractions are the same floats (each
+    # instance's row as one bytes object, all made in one call)
+    row_bytes = np.ascontiguousarray(frac_all).reshape(n, S * A).view(np.dtype((np.void, S * A * 8))).ravel().tolist()
     steps_of: dict[tuple[int, bytes], list[int]] = {}
     for i, kd in enumerate(kind):
         if kd:
-            steps_of.setdefault((ks[i], frac_all[i].tobytes()), []).append(i)
-    S, A = frac_all.shape[1:]  # noqa: N806
+            steps_of.setdefault((ks[i], row_bytes[i]), []).append(i)
     # the most used pairs first, as many as the scratch's bound allows (the rest stay with the per-step product:
     # sharing changes how a product is made, never its value)
     shared = sorted((at for at in steps_of.values() if len(at) > 1), key=len, reverse=True)
