@@ -6,6 +6,7 @@ benchmark's problem (GPT-3 XL llm.c, 897 instances, RTX 3080 Ti profile, Hopper 
 first) and must return the same plan; then they alternate for 15 rounds and the minimum and median CPU time of one
 plan are printed, sync (48 settings) and predictive (24 settings × 6 run ages; each side given what it takes from
 the search: the late fractions, and here also ``_late_steps`` of them where the module has it).
+``python benchmarks/dp_plan_ab.py BASE REPS`` does the same on the trace repeated REPS times (5 rounds).
 """
 
 from __future__ import annotations
@@ -22,25 +23,45 @@ import kdvfs.optimize.switchaware as sa
 from kdvfs.switching import SwitchCosts
 
 
-def _load(base: str):
-    spec = importlib.util.spec_from_file_location("kdvfs.optimize._switchaware_base",
-                                                  os.path.join(base, "kdvfs", "optimize", "switchaware.py"))
+def _exec(name: str, path: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up while the class is made
     spec.loader.exec_module(mod)
     return mod
 
 
+def _load(base: str):
+    """BASE's ``switchaware``, and its ``switchaware_predictive`` where it has one (split off in session 11): the base
+    module is run with BASE's predictive module standing in for this checkout's, so that it imports its own."""
+    pred = os.path.join(base, "kdvfs", "optimize", "switchaware_predictive.py")
+    name = "kdvfs.optimize.switchaware_predictive"
+    ours = sys.modules[name]
+    try:
+        if os.path.exists(pred):
+            sys.modules[name] = _exec("kdvfs.optimize._switchaware_predictive_base", pred)
+        return _exec("kdvfs.optimize._switchaware_base", os.path.join(base, "kdvfs", "optimize", "switchaware.py"))
+    finally:
+        sys.modules[name] = ours
+
+
 def _predictive(mod, pb, cand, lam, fr):
-    if hasattr(mod, "_late_steps"):
-        steps = mod._late_steps(fr)
+    if hasattr(mod, "_late_steps"):  # (its late fractions only, before session 12; with the instances since)
+        try:
+            steps = mod._late_steps(fr, pb.trace.instances())
+        except TypeError:
+            steps = mod._late_steps(fr)
         return lambda: mod._dp_predictive(pb, cand, lam, w.HOPPER, 6, fr, steps)
     return lambda: mod._dp_predictive(pb, cand, lam, w.HOPPER, 6, fr)
 
 
-def main(base: str, rounds: int = 15) -> None:
+def main(base: str, rounds: int = 15, reps: int = 1) -> None:
     other = _load(base)
     pb = w.spaan_problem()
+    if reps > 1:  # the trace repeated, as the benchmarks' linearity check has it (its kernels renamed per repetition)
+        from test_benchmarks import _cold_problem
+
+        pb = _cold_problem(reps)
     costs = SwitchCosts.for_gpu(w.get_gpu("rtx3080ti"))
     lam = float(np.median(pb.E[:, pb.auto] / pb.T[:, pb.auto]))
     cand = sa.candidate_settings(pb)
@@ -61,10 +82,12 @@ def main(base: str, rounds: int = 15) -> None:
                 spent[side].append(time.process_time() - t)
         print(f"{mech}: one plan, " + "; ".join(
             f"{side} min {1e3 * min(v):.2f} ms median {1e3 * sorted(v)[len(v) // 2]:.2f} ms" for side, v in spent.items())
-            + f" (the same plan; {rounds} rounds alternating; load {os.getloadavg()[0]:.1f})")
+            + f" (the same plan; {rounds} rounds alternating; {len(pb.trace.instances())} instances; "
+              f"load {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python benchmarks/dp_plan_ab.py BASE_CHECKOUT")
-    main(sys.argv[1])
+    if len(sys.argv) not in (2, 3):
+        raise SystemExit("usage: python benchmarks/dp_plan_ab.py BASE_CHECKOUT [REPS]")
+    reps = int(sys.argv[2]) if len(sys.argv) == 3 else 1
+    main(sys.argv[1], 15 if reps == 1 else 5, reps)

@@ -18,6 +18,7 @@ import numpy as np
 import workloads as w
 
 import kdvfs.optimize.switchaware as sa
+import kdvfs.optimize.switchaware_predictive as sp
 from kdvfs.switching import SwitchCosts
 
 
@@ -67,7 +68,12 @@ def _predictive(pb, cand, lam, steps, acc: dict[str, float]) -> np.ndarray:
     bufs[0, :, 0] = own_all[inst[0]]
     idx = np.arange(S)
     diff2 = own_all[:, None, :] - own_all[:, :, None]
-    diff_k, diff2_k = list(np.repeat(diff2[:, :, :, None], A, axis=3)), list(diff2)
+    diff_rep = np.repeat(diff2[:, :, :, None], A, axis=3)
+    diff_k, diff2_k = list(diff_rep), list(diff2)
+    t = clock()
+    prods = sp._pair_products(steps, diff_rep)  # the shared pairs' products, once per plan
+    acc["shared pairs' products (once a plan)"] = acc.get("shared pairs' products (once a plan)", 0.0) + clock() - t
+    fills = np.repeat(np.arange(S * A)[:, None], S, axis=1)
     own_rep = list(np.repeat(own_all[:, :, None], A, axis=2))
     self_flat = ((idx * S + idx)[:, None] * A + np.arange(A)[None, :]).ravel()
     cost, tmp = np.empty((S, S, A)), np.empty((S, S))
@@ -84,17 +90,20 @@ def _predictive(pb, cand, lam, steps, acc: dict[str, float]) -> np.ndarray:
         t1 = clock()
         kind = steps.kind[i]
         if not kind:
-            best = sa._on_time_switches(val, age0_b[c])
+            best = sa._on_time_switches(val, age0_b[c], fills)
             t2 = t3 = t4 = clock()
         else:
-            if kind == 1:
-                cost[...] = val
-                np.multiply(steps.age0[i], diff2_k[k], out=tmp)
-                np.add(tmp, cost0, out=cost0)
+            if steps.pair[i] >= 0:
+                np.add(prods[steps.pair[i]], val, out=cost)
             else:
-                np.multiply(steps.rows[i], diff_k[k], out=cost)
-                np.add(cost, val, out=cost)
-            line[self_flat] = np.inf
+                if kind == 1:
+                    cost[...] = val
+                    np.multiply(steps.age0[i], diff2_k[k], out=tmp)
+                    np.add(tmp, cost0, out=cost0)
+                else:
+                    np.multiply(steps.rows[i], diff_k[k], out=cost)
+                    np.add(cost, val, out=cost)
+                line[self_flat] = np.inf
             t2 = clock()
             best = flat.argmin(axis=1)
             t3 = clock()
@@ -107,6 +116,7 @@ def _predictive(pb, cand, lam, steps, acc: dict[str, float]) -> np.ndarray:
         from_switch.append(best)
         t6 = clock()
         table = ("switch table, on time (no late fraction)" if not kind else
+                 "switch table, a shared pair's product + val" if steps.pair[i] >= 0 else
                  "switch table, late at age 0 only" if kind == 1 else "switch table, late at older ages")
         for name, dt in (("ages grow (copy)", t1 - t0), (table, t2 - t1), ("argmin per row", t3 - t2),
                          ("take the row minima", t4 - t3), ("capped age (less, minimum)", t5 - t4),
@@ -135,15 +145,16 @@ def main() -> None:
     assert np.array_equal(plan, sa._dp(pb, cand, lam, w.HOPPER, "sync", costs)), "the copy drifted from _dp_many"
     _report("sync, 897 steps of a 48 × 48 table", runs)
     cand24 = cand[:24]
-    steps = sa._late_steps(sa._late_fractions(pb, cand24, w.HOPPER, 6))
+    steps = sa._late_steps(sa._late_fractions(pb, cand24, w.HOPPER, 6), pb.trace.instances())
     runs = []
     for _ in range(5):
         runs.append({})
         plan = _predictive(pb, cand24, lam, steps, runs[-1])
     assert np.array_equal(plan, sa._dp_predictive(pb, cand24, lam, w.HOPPER, 6, None, steps)), "drifted"
     kinds = np.bincount(steps.kind[1:], minlength=3).tolist()
+    shared = sum(p >= 0 for p in steps.pair[1:])
     _report(f"predictive, 897 steps of a 24 × 24 × 6 table ({kinds[0]} on time, {kinds[1]} late at age 0 only, "
-            f"{kinds[2]} late at older ages)", runs)
+            f"{kinds[2]} late at older ages; {shared} of the late ones share {len(steps.pair_kernel)} pairs)", runs)
     print(f"load {os.getloadavg()[0]:.1f}")
 
 

@@ -377,7 +377,7 @@ class _Search:
         if self.mechanism == "predictive":
             self.cand = self.cand[:24]  # the age-aware DP carries more state: fewer candidate settings keep it fast
             self.frac_all = _late_fractions(pb, self.cand, self.sw, 6)
-            self.late_steps = _late_steps(self.frac_all)
+            self.late_steps = _late_steps(self.frac_all, pb.trace.instances())
         self.left = self.iterations
 
     def fractions(self) -> np.ndarray:

@@ -23,25 +23,81 @@ class _LateSteps:
     """What the predictive DP reads of the late fractions at each step, made once per search: none of it depends on
     λ, and making it took ~0.7 ms of each ~10 ms plan.
 
+    The product of a step's late fractions with its kernel's cost differences is most of what a step costs, and the
+    same (kernel, late fractions) pair recurs: the layers of a transformer run the same kernels after the same kernels
+    (on the benchmark's trace 566 of the 677 steps where a switch can land late share 60 pairs). Each plan multiplies
+    each shared pair once (``_pair_products``, into ``products``), and their steps add the product; a pair of one
+    step only is multiplied by its step, as before.
+
     Attributes:
         frac: the late fractions (``_late_fractions``), shape (n, S, ages).
         rows: per instance, its fractions as a (1, S, ages) view (indexing a list is cheaper than slicing, per step).
         age0: per instance, its age-0 fractions as a (1, S) view.
         kind: per instance, 0 where no switch can land late, 1 where one lands late only after a run of one instance
             (age 0), 2 otherwise.
+        pair: per instance, its shared (kernel, late fractions) pair's row in ``pair_frac``, or −1 (none shared).
+        pair_kernel: per shared pair, its kernel.
+        pair_frac: per shared pair, its late fractions as a (1, S, ages) row, shape (pairs, 1, S, ages).
+        products: scratch for one plan's products of the shared pairs, shape (pairs, S, S, ages) (a buffer kept
+            across the search's plans: a fresh one each plan costs its page faults).
     """
 
     frac: np.ndarray
     rows: list[np.ndarray]
     age0: list[np.ndarray]
     kind: list[int]
+    pair: list[int]
+    pair_kernel: np.ndarray
+    pair_frac: np.ndarray
+    products: np.ndarray
 
 
-def _late_steps(frac_all: np.ndarray) -> _LateSteps:
+_SHARED_BYTES = 32 * 2**20
+"""The most memory a search's shared products take (``_LateSteps.products``; ~1.7 MB on the benchmark's trace)."""
+
+
+def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
+    """``_LateSteps`` of the late fractions ``frac_all`` of the instances ``inst`` (kernel per instance)."""
     late = frac_all != 0
     later = late[:, :, 1:].any(axis=(1, 2))
-    kind = np.where(later, 2, np.where(late[:, :, 0].any(axis=1), 1, 0))
-    return _LateSteps(frac_all, list(frac_all[:, None]), list(frac_all[:, :, 0][:, None]), kind.tolist())
+    kind = np.where(later, 2, np.where(late[:, :, 0].any(axis=1), 1, 0)).tolist()
+    ks = np.asarray(inst).tolist()
+    n, S, A = frac_all.shape  # noqa: N806
+    # pairs by the fractions' bytes: a product is shared only where its fractions are the same floats (each
+    # instance's row as one bytes object, all made in one call)
+    row_bytes = np.ascontiguousarray(frac_all).reshape(n, S * A).view(np.dtype((np.void, S * A * 8))).ravel().tolist()
+    steps_of: dict[tuple[int, bytes], list[int]] = {}
+    for i, kd in enumerate(kind):
+        if kd:
+            steps_of.setdefault((ks[i], row_bytes[i]), []).append(i)
+    # the most used pairs first, as many as the scratch's bound allows (the rest stay with the per-step product:
+    # sharing changes how a product is made, never its value)
+    shared = sorted((at for at in steps_of.values() if len(at) > 1), key=len, reverse=True)
+    shared = shared[:max(0, _SHARED_BYTES // (S * S * A * 8))]
+    pair = [-1] * len(kind)
+    first: list[int] = []
+    for at in sorted(shared, key=lambda at: at[0]):
+        for i in at:
+            pair[i] = len(first)
+        first.append(at[0])
+    rows = np.array(first, dtype=np.int64)
+    return _LateSteps(frac_all, list(frac_all[:, None]), list(frac_all[:, :, 0][:, None]), kind, pair,
+                      np.asarray(inst, dtype=np.int64)[rows], frac_all[rows][:, None], np.empty((len(rows), S, S, A)))
+
+
+def _pair_products(steps: _LateSteps, diff_rep: np.ndarray) -> list[np.ndarray]:
+    """One plan's late products of the shared pairs (``_LateSteps``), written to ``steps.products``: frac·(own_old −
+    own_new) from ``diff_rep`` (K, new, old, age), with the diagonal INF (staying is not a switch). These are the
+    products the steps made one by one (the same operands, elementwise). A step adds its pair's product to the states'
+    values: on the diagonal INF + val is the INF the step wrote there (val is never −INF or NaN), and where a fraction
+    is 0, 0·diff + val is val bit for bit (val is never −0.0: it sums positive costs), as the steps that copied val
+    there (age-0 steps) gave."""
+    out = steps.products
+    idx = np.arange(out.shape[1])
+    diff_rep.take(steps.pair_kernel, axis=0, out=out, mode="clip")  # "clip": out unbuffered (the indices are valid)
+    np.multiply(out, steps.pair_frac, out=out)
+    out[:, idx, idx] = np.inf
+    return list(out)
 
 
 def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, ages: int = 6,
@@ -56,7 +112,7 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     own_all = pb.E[:, cand] + lam * T  # (K, S)
     n, S, A = len(inst), len(cand), ages
     if steps is None:
-        steps = _late_steps(_late_fractions(pb, cand, sw, ages) if frac_all is None else frac_all)
+        steps = _late_steps(_late_fractions(pb, cand, sw, ages) if frac_all is None else frac_all, inst)
     INF = np.inf
     # the states of the instance before and of this one in two buffers used in turn, each with the views a step
     # needs made once (no per-step slicing or allocation)
@@ -74,16 +130,17 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     # repeated along the age axis, so that the product with the late fractions runs along (S', age) in one inner loop
     # per new setting rather than one per (new, old) pair (2.4× faster; the same products)
     diff2 = own_all[:, None, :] - own_all[:, :, None]  # (K, S, S')
-    diff_k = list(np.repeat(diff2[:, :, :, None], A, axis=3))  # K × (S, S', A)
+    diff_rep = np.repeat(diff2[:, :, :, None], A, axis=3)  # (K, S, S', A)
+    diff_k = list(diff_rep)
     diff2_k = list(diff2)
+    prods = _pair_products(steps, diff_rep)
     # each kernel's own cost repeated along the ages: adding it is one contiguous pass instead of a broadcast column
     # (the same sums; ~7 % of a plan)
     own_rep = list(np.repeat(own_all[:, :, None], A, axis=2))  # K × (S, A)
-    # instances where a switch can land late only after a run of one instance (age 0; a quarter of the benchmark's
-    # steps): the other ages' entries are 0·diff + val = val, so the table is val copied into every row, and the
-    # product added at age 0 alone, on an (S, S') slice (the same products and sums as the full table; the
-    # broadcast multiply over all ages is the step's largest cost)
-    frac_l, late_age0, kind = steps.rows, steps.age0, steps.kind
+    # instances where a switch can land late only after a run of one instance (age 0) and whose pair is not shared:
+    # the other ages' entries are 0·diff + val = val, so the table is val copied into every row, and the product
+    # added at age 0 alone, on an (S, S') slice (the same products and sums as the full table)
+    frac_l, late_age0, kind, pair = steps.rows, steps.age0, steps.kind, steps.pair
     tmp = np.empty((S, S))
     self_flat = ((idx * S + idx)[:, None] * A + np.arange(A)[None, :]).ravel()  # the (s, s, ·) entries
     cost = np.empty((S, S, A))
@@ -103,23 +160,27 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     ks = inst.tolist()
     argmin, take = flat.argmin, line.take  # looked up once, not per step
     switch_append, cap_append = from_switch.append, from_cap.append
+    fills = np.repeat(np.arange(S * A)[:, None], S, axis=1)
     for i in range(1, n):
         k = ks[i]
         o, c = (i - 1) & 1, i & 1  # the buffers of the instance before and of this one
         val = val_b[o]
         newer_b[c][...] = older_b[o]  # stay: the age grows …
         if not kind[i]:
-            best = _on_time_switches(val, age0_b[c])
+            best = _on_time_switches(val, age0_b[c], fills)
         else:
-            # switching from (s', a') to s: val + frac·(own_old − own_new)
-            if kind[i] == 1:
-                cost[...] = val
-                multiply(late_age0[i], diff2_k[k], out=tmp)
-                add(tmp, cost0, out=cost0)
+            # switching from (s', a') to s: val + frac·(own_old − own_new), (S', A) broadcast over the new settings
+            if pair[i] >= 0:  # the product made once for every step of the pair, its diagonal INF
+                add(prods[pair[i]], val, out=cost)
             else:
-                multiply(frac_l[i], diff_k[k], out=cost)
-                add(cost, val, out=cost)  # (S', A) broadcast over the new settings
-            line[self_flat] = INF
+                if kind[i] == 1:
+                    cost[...] = val
+                    multiply(late_age0[i], diff2_k[k], out=tmp)
+                    add(tmp, cost0, out=cost0)
+                else:
+                    multiply(frac_l[i], diff_k[k], out=cost)
+                    add(cost, val, out=cost)
+                line[self_flat] = INF
             best = argmin(axis=1)
             age0_b[c][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         # … up to the cap: where(cap < prev, cap, prev), as minimum(cap, prev) (the same values); prev is the copy's
@@ -148,17 +209,18 @@ def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarr
     return seq
 
 
-def _on_time_switches(val: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _on_time_switches(val: np.ndarray, out: np.ndarray, fills: np.ndarray | None = None) -> np.ndarray:
     """The predictive DP's switch step where no switch can land late (every late fraction 0): each new setting's best
     previous state (flat (setting, age) index) and, written to ``out``, its value. The full table's entry is
     0·(own_old − own_new) + val = val, so row s takes the first least state outside setting s's block: the first
     least state overall, except in that state's own row, which takes the first least of the others (INF, at index 0,
-    where none is reachable, as the full table's argmin gives)."""
+    where none is reachable, as the full table's argmin gives). ``fills``: row g holds g for every setting (copying
+    a row is cheaper than ``np.full``, per step)."""
     S, A = val.shape  # noqa: N806
     vflat = val.reshape(-1)
     g = int(vflat.argmin())
-    best = np.full(S, g, dtype=np.int64)
-    out[:] = vflat[g]
+    best = np.full(S, g, dtype=np.int64) if fills is None else fills[g].copy()
+    out.fill(vflat[g])
     own = g // A
     rest = vflat.copy()
     rest[own * A:(own + 1) * A] = np.inf
