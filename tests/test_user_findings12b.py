@@ -188,3 +188,59 @@ def test_boolean_mask_assignment_of_a_scalar_is_left_to_the_kernels_name():
     """x[mask] = 1.0 records index_put_ with the indices' list and the 0-dim value unrecorded: how many places it
     writes is not in the record, so no work from shapes (not a guess)."""
     assert op_work("aten::index_put_", [[4, 5], [], [], []], [F, "", F, "Scalar"], concrete=["", "", "", "False"]) is None
+
+
+# ------------------------------------------------------------------ the CLI path on a trace holding such records
+def _kineto_window_ops() -> dict:
+    """A small Kineto trace: bilinear upsampling's .vec record as the profiler writes it, an average pooling, and two
+    corrupt records (col2im with a zero kernel, upsampling by NaN), one kernel each."""
+    ops = [
+        ("aten::upsample_bilinear2d", [[4, 150, 128, 128], [], [], []], [F, "", "Scalar", "ScalarList"],
+         ["", "", "False", "[4., 4.]"], "void at::native::(anonymous namespace)::upsample_bilinear2d_out_frame<float, "
+                                        "float>(int, float, float, bool)"),
+        ("aten::avg_pool2d", [[32, 64, 56, 56]] + [[]] * 6, [F], ["", "[3, 3]", "[1, 1]", "[1, 1]", "False", "False", ""],
+         "void at::native::(anonymous namespace)::avg_pool2d_out_cuda_frame<float, float, false, true>(int)"),
+        ("aten::col2im", [[4, 3456, 512]] + [[]] * 5, [F], ["", "[512, 1]", "[0, 0]", "[1, 1]", "[4, 0]", "[1, 1]"],
+         "void at::native::col2im_kernel<float, float>(long)"),
+        ("aten::upsample_nearest2d", [[4, 19, 64, 64], [], []], [F, "", "ScalarList"], ["", "", "[NaN, NaN]"],
+         "void at::native::(anonymous namespace)::upsample_nearest2d_out_frame<float>(float const*)"),
+    ]
+    ev = []
+    for i, (name, dims, types, conc, kernel) in enumerate(ops):
+        t = 1000.0 * i
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": t, "dur": 50, "pid": 1, "tid": 1,
+                   "args": {"External id": i + 1, "Input Dims": dims, "Input type": types, "Concrete Inputs": conc}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 10, "dur": 5, "pid": 1,
+                   "tid": 1, "args": {"correlation": i + 1, "External id": i + 1}})
+        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "ts": t + 100, "dur": 400, "pid": 0, "tid": 7,
+                   "args": {"correlation": i + 1, "External id": i + 1, "grid": [4096, 1, 1], "block": [256, 1, 1],
+                            "stream": 7}})
+    return {"traceEvents": ev}
+
+
+def test_trace_import_show_and_profile_on_window_ops(tmp_path, capsys):
+    """integ12 stopped `kdvfs trace import` with a ZeroDivisionError traceback on the corrupt col2im record; now the
+    corrupt records' kernels take their work from their names, the rest from their shapes."""
+    import gzip
+    import json
+
+    from conftest import run_cli
+
+    from kdvfs.trace import load_trace
+
+    src = tmp_path / "w.json.gz"
+    src.write_bytes(gzip.compress(json.dumps(_kineto_window_ops()).encode()))
+    out = tmp_path / "w.trace.json"
+    code, _, err = run_cli(["trace", "import", str(src), "-o", str(out)], capsys)
+    assert code == 0 and "Traceback" not in err
+    ks = [k for s in load_trace(out).segments for k in s.kernels]
+    by = {k.name.split("<")[0].split("::")[-1]: k for k in ks}
+    up = by["upsample_bilinear2d_out_frame"]
+    assert (up.work_source, up.flops) == ("shapes", 9.0 * 4 * 150 * 512 * 512)
+    assert by["avg_pool2d_out_cuda_frame"].work_source == "shapes"
+    assert by["col2im_kernel"].work_source != "shapes" and by["upsample_nearest2d_out_frame"].work_source != "shapes"
+    code, text, err = run_cli(["trace", "show", str(out)], capsys)
+    assert code == 0 and "Traceback" not in err
+    code, _, err = run_cli(["profile", "build", "--trace", str(out), "--gpu", "h200", "-o", str(tmp_path / "p.json")],
+                           capsys)
+    assert code == 0 and "Traceback" not in err
