@@ -324,8 +324,9 @@ col2im) and ``scatter`` are ``kdvfs.work_ops``'s; ``elementwise`` is the last br
 largest operand, whatever the op (``activation``: the same with ``ACTIVATION_FLOPS`` per element)."""
 _WINDOW_RULE_NAMES = ("upsample", "pool", "fold", "scatter")
 WINDOW_OPS = (  # the ops of kdvfs.work_ops's rules (it reads these patterns from here)
-    ("upsample", re.compile(r"aten::_?upsample_(bilinear2d|nearest(?:_exact)?[123]d)(_backward)?(?:\.vec)?$", re.I)),
-    ("pool", re.compile(r"aten::(avg_pool[123]d|max_pool[123]d(?:_with_indices)?|_?adaptive_avg_pool[123]d)"
+    ("upsample", re.compile(r"aten::_?upsample_(linear1d|bilinear2d|trilinear3d|nearest(?:_exact)?[123]d)(_backward)?"
+                            r"(?:\.vec)?$", re.I)),
+    ("pool", re.compile(r"aten::(avg_pool[123]d|max_pool[123]d(?:_with_indices)?|_?adaptive_(?:avg|max)_pool[123]d)"
                         r"(_backward)?$", re.I)),
     ("fold", re.compile(r"aten::(im2col|col2im)$", re.I)),
     ("scatter", re.compile(r"aten::(scatter_add_?|index_add_?|_index_put_impl_|index_put_?)$", re.I)),

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 
 from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, WINDOW_OPS, Work
 
-__all__ = ["UPSAMPLE_FLOPS", "adaptive_avg_pool_work", "avg_pool_work", "bilinear_upsample_work", "col2im_work",
-           "im2col_work", "max_pool_work", "nearest_upsample_work", "pool_out_size", "scatter_add_work",
+__all__ = ["MAX_NUMEL", "UPSAMPLE_FLOPS", "adaptive_avg_pool_work", "adaptive_max_pool_work", "adaptive_pairs",
+           "avg_pool_work", "bilinear_upsample_work", "col2im_work", "im2col_work", "linear_upsample_flops",
+           "linear_upsample_work", "max_pool_work", "nearest_upsample_work", "pool_out_size", "scatter_add_work",
            "window_op_work"]
 
 UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
@@ -33,6 +35,27 @@ output gradient to its four inputs, ``atomicAdd(gx, hλ·wλ·gy)`` four times (
 
 def _size(dtype: str) -> int:
     return DTYPE_BYTES.get(dtype, 4)
+
+
+def linear_upsample_flops(nd: int, *, backward: bool = False) -> float:
+    """FLOPs per output element of ATen's (multi)linear upsampling over ``nd`` dimensions (``upsample_linear1d``,
+    ``upsample_bilinear2d``, ``upsample_trilinear3d``): the forward blends ``2^nd`` taps as nested pairs,
+    ``λ0·a + λ1·b`` at each level (``3·2^nd − 3``: 3, 9, 21); the backward scatters the output gradient to each tap,
+    ``atomicAdd(gx, λ_1 ⋯ λ_nd · gy)`` (``nd`` multiplies and one add per tap: 4, 12, 32). ``nd = 2`` is
+    ``UPSAMPLE_FLOPS``."""
+    taps = 2 ** nd
+    return float(taps * (nd + 1) if backward else 3 * taps - 3)
+
+
+def linear_upsample_work(in_numel: int, out_numel: int, nd: int, dtype: str = "fp32", *,
+                         backward: bool = False) -> Work:
+    """Linear, bilinear or trilinear upsampling (``nd`` 1, 2, 3) of ``in_numel`` elements to ``out_numel``
+    (``linear_upsample_flops`` per output element), through memory as ``bilinear_upsample_work``."""
+    s = _size(dtype)
+    flops = linear_upsample_flops(nd, backward=backward) * out_numel
+    if backward:
+        return Work(flops, float((out_numel + 2 * in_numel) * s), dtype, False)
+    return Work(flops, float((in_numel + out_numel) * s), dtype, False)
 
 
 def bilinear_upsample_work(in_numel: int, out_numel: int, dtype: str = "fp32", *, backward: bool = False) -> Work:
@@ -80,13 +103,37 @@ def max_pool_work(in_numel: int, out_numel: int, window: int, dtype: str = "fp32
     return Work(MAX_REDUCTION_FLOPS * window * out_numel, float(in_numel * s + out_numel * (s + idx)), dtype, False)
 
 
-def adaptive_avg_pool_work(in_numel: int, out_numel: int, dtype: str = "fp32", *, backward: bool = False) -> Work:
-    """Adaptive average pooling (AdaptiveAveragePooling.cu), windows that tile the input: forward, one add per input
-    element and a divide per output; backward, each input element's share of its window's gradient (a divide and an
-    add). Input and output each once through memory."""
+def adaptive_pairs(in_size: int, out_size: int) -> int:
+    """(window, input element) pairs of an adaptive pooling along one dimension: ATen's window ``o`` spans
+    ``[floor(o·I/O), ceil((o+1)·I/O))``, and the lengths sum to ``I + O − gcd(I, O)``: ``I`` where ``O`` divides it
+    (windows that tile the input), more where they overlap (7 → 3: 9; 8 → 12, a pooling to a size larger than its
+    input: 16, each input element in one or two windows)."""
+    return in_size + out_size - math.gcd(in_size, out_size) if in_size and out_size else 0
+
+
+def adaptive_avg_pool_work(in_numel: int, out_numel: int, dtype: str = "fp32", *, backward: bool = False,
+                           pairs: int | None = None) -> Work:
+    """Adaptive average pooling (AdaptiveAveragePooling.cu): forward, one add per (window, element) pair and a divide
+    per output; backward (one thread per input element over the windows that cover it), a divide and an add per
+    pair. ``pairs``: their count (``adaptive_pairs`` per dimension, times the leading dimensions); ``in_numel``, the
+    windows that tile the input, where not given. Input and output each once through memory."""
     s = _size(dtype)
-    flops = 2 * in_numel if backward else in_numel + out_numel
+    p = in_numel if pairs is None else pairs
+    flops = 2 * p if backward else p + out_numel
     return Work(float(flops), float((in_numel + out_numel) * s), dtype, False)
+
+
+def adaptive_max_pool_work(in_numel: int, out_numel: int, dtype: str = "fp32", *, backward: bool = False,
+                           pairs: int | None = None) -> Work:
+    """Adaptive max pooling (AdaptiveMaxPooling2d.cu): forward, one thread per output scans its window
+    (``MAX_REDUCTION_FLOPS`` per pair), the input read once, the output written with its int64 index; backward
+    (``atomic_adaptivemaxgradinput``), one atomic add per output gradient at its argmax, the gradient and the indices
+    read, the input's gradient written (zeroing it first is its own ``fill_`` kernel)."""
+    s, idx = _size(dtype), DTYPE_BYTES["int64"]
+    if backward:
+        return Work(float(out_numel), float(out_numel * (s + idx) + in_numel * s), dtype, False)
+    p = in_numel if pairs is None else pairs
+    return Work(MAX_REDUCTION_FLOPS * p, float(in_numel * s + out_numel * (s + idx)), dtype, False)
 
 
 def col2im_work(cols_numel: int, image_numel: int, dtype: str = "fp32") -> Work:
@@ -116,6 +163,11 @@ def scatter_add_work(src_numel: int, index_bytes: float, dtype: str = "fp32", *,
 
 
 # ---------------------------------------------------------------------- from a profiler record
+MAX_NUMEL = 2 ** 63 - 1
+"""The most elements a tensor can hold (PyTorch counts them in an int64): a recorded size or an element count beyond
+it is not a tensor's (a corrupt trace), and the record says nothing."""
+
+
 def _numel(dims: Sequence[int] | None) -> int:
     return int(math.prod(int(d) for d in dims)) if dims else 0
 
@@ -132,15 +184,24 @@ def _ints(v: object) -> list[int] | None:
         isinstance(x, int) and not isinstance(x, bool) for x in out) else None
 
 
+def _sizes(v: object, lo: int = 1) -> list[int] | None:
+    """``_ints`` where every value is a size, stride or padding: at least ``lo`` and at most ``MAX_NUMEL`` (a
+    negative output size or a zero stride is no geometry: None)."""
+    out = _ints(v)
+    return out if out is not None and all(lo <= x <= MAX_NUMEL for x in out) else None
+
+
 def _floats(v: object) -> list[float] | None:
+    """Scale factors as the profiler writes them: ``"[2., 2.]"`` (C++'s ``2.``, which JSON does not read), or
+    ``"[1.5, 1.5]"``; None unless each is a finite positive number."""
+    if not isinstance(v, str) or not v.strip().startswith("[") or not v.strip().endswith("]"):
+        return None
+    parts = [p.strip() for p in v.strip()[1:-1].split(",")]
     try:
-        out = json.loads(v) if isinstance(v, str) and v.strip() else None
+        out = [float(p) for p in parts]
     except ValueError:
         return None
-    if not isinstance(out, list) or not out:
-        return None
-    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in out)
-    return [float(x) for x in out] if ok else None
+    return out if out and all(math.isfinite(x) and x > 0 for x in out) else None
 
 
 def pool_out_size(size: int, k: int, stride: int, pad: int, dilation: int = 1, ceil_mode: bool = False) -> int:
@@ -157,109 +218,155 @@ def _arg(conc: list, i: int) -> str:
     return str(conc[i]) if i < len(conc) else ""
 
 
-def _pool_geometry(x: list[int], conc: list, ki: int, with_dilation: bool) -> tuple[int, int] | None:
-    """(window elements, output elements) of a pooling op over input ``x`` whose kernel size is argument ``ki``,
-    followed by stride, padding, (dilation,) ceil_mode (``avg_pool2d``, ``max_pool2d_with_indices``)."""
-    k = _ints(_arg(conc, ki))
-    if not k or min(k) <= 0 or len(x) < len(k) + 1:
+def _rank(op: str) -> int | None:
+    """The spatial dimensions an op works over, from its name (``avg_pool3d``, ``upsample_linear1d``: 3, 1)."""
+    m = re.search(r"([123])d(?:_with_indices)?(?:_backward)?(?:\.vec)?$", op)
+    return int(m.group(1)) if m else None
+
+
+def _per_dim(v: list[int], nd: int) -> list[int] | None:
+    """A per-dimension argument as ``nd`` values: one value stands for all (``kernel_size=(3,)`` of a 2-D pooling)."""
+    return v * nd if len(v) == 1 else (v if len(v) == nd else None)
+
+
+def _pool_geometry(x: list[int], conc: list, ki: int, nd: int, with_dilation: bool) -> tuple[int, int] | None:
+    """(window elements, output elements) of an ``nd``-D pooling op over input ``x`` whose kernel size is argument
+    ``ki``, followed by stride, padding, (dilation,) ceil_mode (``avg_pool2d``, ``max_pool2d_with_indices``)."""
+    k = _per_dim(_sizes(_arg(conc, ki)) or [], nd)
+    if not k or len(x) < nd + 1:
         return None
-    nd = len(k)
-    st = _ints(_arg(conc, ki + 1)) or k  # an empty stride means the kernel's size
-    pad = _ints(_arg(conc, ki + 2)) or [0]
-    dil = (_ints(_arg(conc, ki + 3)) or [1]) if with_dilation else [1]
+    # an empty stride means the kernel's size; no padding, no dilation where none is recorded
+    st = _opt(conc, ki + 1, 1, k, nd)
+    pad = _opt(conc, ki + 2, 0, [0], nd)
+    dil = _opt(conc, ki + 3, 1, [1], nd) if with_dilation else [1] * nd
+    if st is None or pad is None or dil is None:
+        return None
     ceil = _arg(conc, ki + (4 if with_dilation else 3)).strip() == "True"
-
-    def at(v: list[int], i: int) -> int:
-        return v[i] if len(v) == nd else v[0]
-
-    if min(st) <= 0 or min(dil) <= 0 or min(pad) < 0:
-        return None
-    spatial = [pool_out_size(x[-nd + i], k[i], at(st, i), at(pad, i), at(dil, i), ceil) for i in range(nd)]
+    spatial = [pool_out_size(x[-nd + i], k[i], st[i], pad[i], dil[i], ceil) for i in range(nd)]
     return _window(k, x, pad), _numel(x[:-nd]) * _numel(spatial)
+
+
+def _opt(conc: list, i: int, lo: int, default: list[int], nd: int) -> list[int] | None:
+    """Argument ``i`` as ``nd`` values of at least ``lo``; ``default`` where it is not recorded (``""``, ``"[]"``,
+    ``"None"``); None where it is recorded but is no such list (a zero stride, a negative padding)."""
+    raw = _arg(conc, i).strip()
+    v = default if raw in ("", "[]", "None") else _sizes(raw, lo)
+    return _per_dim(v, nd) if v else None
 
 
 def _window(k: list[int], x: list[int], pad: list[int]) -> int:
     """A pooling window's elements, each side clipped to the padded input (a global pooling recorded as a window
     wider than its input: EfficientNet-B0's traces hold avg_pool2d over 7 × 7 with a 1280 × 1280 kernel)."""
     nd = len(k)
-    return _numel([min(k[i], x[-nd + i] + 2 * (pad[i] if len(pad) == nd else pad[0])) for i in range(nd)])
+    return _numel([min(k[i], x[-nd + i] + 2 * pad[i]) for i in range(nd)])
 
 
 _UPSAMPLE = dict(WINDOW_OPS)["upsample"]
 
 
+def _dtype_of(dts: Sequence[str | None], i: int, dt: str) -> str:
+    """Operand ``i``'s recorded dtype (a uint8 mask upsampled, an int64 count scatter-added), else the op's."""
+    d = dts[i] if i < len(dts) else None
+    return d if d in DTYPE_BYTES else dt
+
+
 def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[str | None], dt: str,
                    concrete: object, strides: object = None) -> Work | None:
-    """The work of ``op`` (full ``aten::`` name) under one of ``kdvfs.work.WINDOW_OPS``'s rules from the profiler's input shapes, their
-    dtypes (``dts``; ``dt`` the op's float dtype) and its concrete arguments; ``None`` where they do not say enough
-    (the caller then falls back to the kernel's name)."""
+    """The work of ``op`` (full ``aten::`` name) under one of ``kdvfs.work.WINDOW_OPS``'s rules from the profiler's
+    input shapes, their dtypes (``dts``; ``dt`` the op's float dtype) and its concrete arguments; ``None`` where they
+    do not say enough or say what no tensor can be (the caller then falls back to the kernel's name). The bytes
+    count each tensor at its own recorded dtype; the Work's dtype is the op's float dtype."""
+    w = _window_op_work(rule, op, shapes, dts, dt, concrete, strides)
+    if w is None or w.dtype == dt:
+        return w
+    return Work(w.flops, w.bytes, dt, w.tensor, w.source)
+
+
+def _window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[str | None], dt: str,
+                    concrete: object, strides: object) -> Work | None:
     conc = concrete if isinstance(concrete, list) else []
     x = shapes[0] if shapes else []
-    if not x:
+    if not x or _numel(x) > MAX_NUMEL:
         return None
+    nd = _rank(op)
     if rule == "upsample":
         m = _UPSAMPLE.match(op)
-        if not m:
+        if not m or nd is None:
             return None
         bwd = bool(m.group(2))
         if bwd:  # (grad_output, output_size, input_size, ...): the input's full size is recorded
-            small = _numel(_ints(_arg(conc, 2)) or [])
+            small = _numel(_sizes(_arg(conc, 2), lo=0) or [])
             big = _numel(x)
-        else:  # (input, output_size, ...), else the .vec overload's scale factors (argument 3; nearest's: 2)
+        else:  # (input, output_size, ...), else the .vec overload's scale factors (linear's argument 3, nearest's 2)
             small = _numel(x)
-            size = _ints(_arg(conc, 1))
-            scales = (_floats(_arg(conc, 3)) or _floats(_arg(conc, 2))) if not size else None
-            nd = len(size or scales or [])
-            if not nd or len(x) < nd + 1:
+            size = _sizes(_arg(conc, 1), lo=0)
+            scales = None if size else _floats(_arg(conc, 2 if "nearest" in m.group(1).lower() else 3))
+            out_sp = size or ([int(math.floor(x[-nd + i] * scales[i])) for i in range(nd)]
+                              if scales and len(scales) == nd and len(x) >= nd + 1 else None)
+            if not out_sp or len(out_sp) != nd or len(x) < nd + 1:
                 return None
-            out = size or [int(math.floor(x[-nd + i] * scales[i])) for i in range(nd)]  # type: ignore[index]
-            big = _numel(x[:-nd]) * _numel(out)
-        if not small or not big:
+            big = _numel(x[:-nd]) * _numel(out_sp)
+        if not small or not big or max(small, big) > MAX_NUMEL:
             return None
-        resample = bilinear_upsample_work if m.group(1).lower() == "bilinear2d" else nearest_upsample_work
-        return resample(small, big, dt, backward=bwd)
+        kind, d0 = m.group(1).lower(), _dtype_of(dts, 0, dt)
+        if "nearest" in kind:
+            return nearest_upsample_work(small, big, d0, backward=bwd)
+        return linear_upsample_work(small, big, nd, d0, backward=bwd)
     if rule == "pool":
-        low = op.lower()
+        if nd is None:
+            return None
+        low, d0 = op.lower(), _dtype_of(dts, 0, dt)
         if "adaptive" in low:
-            if "backward" in op:  # (grad_output, self)
-                return adaptive_avg_pool_work(_numel(shapes[1]) if len(shapes) > 1 else 0, _numel(x), dt,
-                                              backward=True) if len(shapes) > 1 and shapes[1] else None
-            size = _ints(_arg(conc, 1))
-            if not size or len(x) < len(size) + 1:
+            is_max = "adaptive_max" in low
+            pool_a = adaptive_max_pool_work if is_max else adaptive_avg_pool_work
+            if "backward" in op:  # (grad_output, self[, indices])
+                inp = shapes[1] if len(shapes) > 1 else []
+                if len(inp) < nd + 1 or len(x) != len(inp) or _numel(inp) > MAX_NUMEL:
+                    return None
+                pairs = _numel(inp[:-nd]) * _numel([adaptive_pairs(inp[-nd + i], x[-nd + i]) for i in range(nd)])
+                return pool_a(_numel(inp), _numel(x), d0, backward=True, pairs=pairs)
+            size = _per_dim(_sizes(_arg(conc, 1)) or [], nd)
+            if not size or len(x) < nd + 1:
                 return None
-            return adaptive_avg_pool_work(_numel(x), _numel(x[:-len(size)]) * _numel(size), dt)
+            out = _numel(x[:-nd]) * _numel(size)
+            if out > MAX_NUMEL:
+                return None
+            pairs = _numel(x[:-nd]) * _numel([adaptive_pairs(x[-nd + i], size[i]) for i in range(nd)])
+            return pool_a(_numel(x), out, d0, pairs=pairs)
         is_max = "max_pool" in low
         if "backward" in op:  # (grad_output, self, kernel_size, ...): both sizes recorded
-            if len(shapes) < 2 or not shapes[1]:
+            if len(shapes) < 2 or len(shapes[1]) < nd + 1 or _numel(shapes[1]) > MAX_NUMEL:
                 return None
-            k = _ints(_arg(conc, 2))
-            if not k or min(k) <= 0 or len(shapes[1]) < len(k) + 1:
+            k = _per_dim(_sizes(_arg(conc, 2)) or [], nd)
+            pad = _opt(conc, 4, 0, [0], nd)
+            if not k or pad is None:
                 return None
-            pad = _ints(_arg(conc, 4)) or [0]
             pool = max_pool_work if is_max else avg_pool_work
-            return pool(_numel(shapes[1]), _numel(x), _window(k, shapes[1], pad), dt, backward=True)
-        geo = _pool_geometry(x, conc, 1, with_dilation=is_max)
+            return pool(_numel(shapes[1]), _numel(x), _window(k, shapes[1], pad), d0, backward=True)
+        geo = _pool_geometry(x, conc, 1, nd, with_dilation=is_max)
         if geo is None:
             return None
         window, n_out = geo
-        return (max_pool_work if is_max else avg_pool_work)(_numel(x), n_out, window, dt)
+        return (max_pool_work if is_max else avg_pool_work)(_numel(x), n_out, window, d0)
     if rule == "fold":
+        d0 = _dtype_of(dts, 0, dt)
         if op.lower().endswith("col2im"):  # (columns [N, C·window, L], output_size, kernel_size, ...)
-            k, size = _ints(_arg(conc, 2)), _ints(_arg(conc, 1))
+            k, size = _sizes(_arg(conc, 2)), _sizes(_arg(conc, 1))
             if not k or not size or len(x) != 3 or x[1] % _numel(k):
                 return None
-            return col2im_work(_numel(x), x[0] * (x[1] // _numel(k)) * _numel(size), dt)
+            image = x[0] * (x[1] // _numel(k)) * _numel(size)
+            return col2im_work(_numel(x), image, d0) if image <= MAX_NUMEL else None
         # im2col(image [N, C, *spatial], kernel_size, dilation, padding, stride)
-        k = _ints(_arg(conc, 1))
+        k = _sizes(_arg(conc, 1))
         if not k or len(x) != len(k) + 2:
             return None
-        nd = len(k)
-        dil, pad, st = (_ints(_arg(conc, i)) or [d] for i, d in ((2, 1), (3, 0), (4, 1)))
-        if min(k + dil + st) <= 0 or min(pad) < 0:
+        n = len(k)
+        dil, pad, st = (_opt(conc, i, lo, [d], n) for i, d, lo in ((2, 1, 1), (3, 0, 0), (4, 1, 1)))
+        if dil is None or pad is None or st is None:
             return None
-        length = _numel([pool_out_size(x[2 + i], k[i], st[i % len(st)], pad[i % len(pad)], dil[i % len(dil)])
-                         for i in range(nd)])
-        return im2col_work(_numel(x), x[0] * x[1] * _numel(k) * length, dt)
+        length = _numel([pool_out_size(x[2 + i], k[i], st[i], pad[i], dil[i]) for i in range(n)])
+        cols = x[0] * x[1] * _numel(k) * length
+        return im2col_work(_numel(x), cols, d0) if cols <= MAX_NUMEL else None
     if rule == "scatter":
         name = op.split("::")[-1].lower()
         if name.startswith(("scatter_add", "index_add")):  # (self, dim, index, src[, alpha])
@@ -267,12 +374,16 @@ def window_op_work(rule: str, op: str, shapes: list[list[int]], dts: Sequence[st
                 return None
             idx_dt = dts[2] if len(dts) > 2 and dts[2] else "int64"
             idx = _distinct(shapes[2], strides, 2) * _size(idx_dt)
-            return scatter_add_work(_numel(shapes[3]), float(idx), dt, self_numel=_numel(x))
-        # index_put_(self, indices, values, accumulate): the indices' list is not recorded (its size is not counted)
+            # scatter_add_ visits the index's elements (it may be smaller than src along any dimension); index_add_
+            # adds all of source (its index is one entry per slice)
+            n = _numel(shapes[2]) if name.startswith("scatter_add") else _numel(shapes[3])
+            return scatter_add_work(n, float(idx), _dtype_of(dts, 3, dt), self_numel=_numel(x))
+        # index_put_(self, indices, values, accumulate): the indices' list is not recorded (its size is not counted);
+        # a 0-dim value (``x[mask] = 1.0``) is recorded without a shape: how many places it reaches is not known
         if len(shapes) < 3 or not shapes[2]:
             return None
         acc = _arg(conc, 3).strip() == "True"
-        return scatter_add_work(_numel(shapes[2]), 0.0, dt, self_numel=_numel(x), accumulate=acc)
+        return scatter_add_work(_numel(shapes[2]), 0.0, _dtype_of(dts, 2, dt), self_numel=_numel(x), accumulate=acc)
     return None
 
 
