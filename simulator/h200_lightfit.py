@@ -208,3 +208,39 @@ def light_diagnosis(root: Path, fit: dict, files: Sequence[str] = (C15, C16)) ->
                 "extra_traffic_tbs_to_close": round(float(gap) / w_per_tbs, 2)})
         out[f] = ents
     return {"fit_params": fit["params"], "traffic_w_per_tbs": round(w_per_tbs, 2), "entries": out}
+
+
+FINALISTS = (("warp-occupancy+conv-dot", "nine"), ("warp-occupancy+conv-dot+tensor-knee", "nine+c15+c16"),
+             ("warp-occupancy+conv-dot+tensor-knee+strided-copy", "nine+c15+c16"),
+             ("warp-occupancy+conv-dot+tensor-knee+strided-copy", "nine+c15+c16+c14"))
+"""The bundled model and the candidates that led the comparison on one of its counts (``README.md`` there)."""
+
+
+def seen_by_a_fit(data: str | Path, root: Path) -> bool:
+    """Whether a characterisation file is one the comparison's fits take (so not held out)."""
+    from kdvfs.calibrate_h200 import DEFAULT_DATA
+
+    seen = {(root / p).resolve() for p in (*DEFAULT_DATA, *FILES)}
+    return Path(data).resolve() in seen
+
+
+def light_check(root: Path, data: str, candidates: Sequence[tuple[str, str]] = FINALISTS) -> dict:
+    """Each candidate (structure, data set of ``DATASETS``), fitted in full, checked on ``data``, a zoo file none of
+    them saw: kernels within both targets, within 10 % in power, the median |power error| and each entry's errors."""
+    from kdvfs.calibrate_h200 import DEFAULT_DATA, check_h200_fit, run_h200_fit
+
+    if seen_by_a_fit(data, root):
+        raise ValueError(f"{data} is one of the files the candidates are fitted on, so it is not held out")
+    rows = []
+    for s, ds in candidates:
+        doc = run_h200_fit([str(root / p) for p in (*DEFAULT_DATA, *FILES[:DATASETS[ds]])], command="", structure=s,
+                           gap_model="thermal")
+        ck = check_h200_fit(doc, [data])["check"]
+        sm = power_summary(ck)
+        rows.append({"structure": s, "dataset": ds, "kernels": ck["kernels"], "meet_both": ck["meet_both"],
+                     "meet_clock": ck["meet_clock"], "within_10pct": sm["within_10pct"],
+                     "median_abs_pct": round(sm["median_abs_pct"], 2),
+                     "per_kernel": [{k: o[k] for k in ("name", "measured_sm_mhz", "predicted_sm_mhz", "clock_error_pct",
+                                                       "measured_power_w", "predicted_power_w", "power_error_pct")}
+                                    for o in ck["per_kernel"]]})
+    return {"data": str(data), "note": "held out for every candidate: no fit saw this file", "candidates": rows}

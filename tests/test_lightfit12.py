@@ -91,3 +91,15 @@ def test_comparison_rows_are_prefixes_with_the_same_heldout_rows():
     flagged = [r["name"] for r in prefixes[-1] if r.get("strided")]
     assert flagged == ["transpose_bf16_16384x16384", "transpose_fp32_8192x8192", "transpose_bf16_1024x1024_graph512",
                        "copy_nhwc_fp32_16x150x512x512"]
+
+
+def test_check_refuses_a_file_the_fits_saw_before_fitting(tmp_path, capsys):
+    from scripts.h200_lightfit import main
+
+    for bad in ("validation/h200/characterization/characterization16.json.gz", str(tmp_path / "missing.json.gz")):
+        with pytest.raises(SystemExit) as e:
+            main(["--check", str(ROOT / bad) if not bad.startswith("/") else bad, "-o", str(tmp_path / "o.json")])
+        assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "not held out" in err and "is not a file" in err
+    assert not (tmp_path / "o.json").exists()
