@@ -35,7 +35,8 @@ MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large",
           "falcon-0.3b", "deberta-base", "swin-tiny", "bart-base", "bigcode-0.3b", "resnet-50", "mobilenet-v2",
           "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0", "qwen3-0.6b", "wav2vec2-base",
           "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12",
-          "squeezebert", "funnel-base", "nystromformer-base", "levit-256")
+          "squeezebert", "funnel-base", "nystromformer-base", "levit-256", "xlnet-base", "albert-base", "cvt-13",
+          "pvt-v2-b0")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -164,22 +165,45 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                                      num_landmarks=64, segment_means_seq_len=64 if small else 1024,
                                      max_position_embeddings=(64 if small else 1024) + 2, vocab_size=30000)
         cls, batch, seq = tf.NystromformerForMaskedLM, (2 if small else 16), (64 if small else 1024)
+    elif name == "xlnet-base":  # XLNet-base's shape (two-stream relative attention written as einsums, 12 layers)
+        cfg = tf.XLNetConfig(d_model=128 if small else 768, n_layer=2 if small else 12, n_head=4 if small else 12,
+                             d_inner=256 if small else 3072, vocab_size=32000)
+        cls, batch, seq = tf.XLNetLMHeadModel, (2 if small else 8), (64 if small else 512)
+    elif name == "albert-base":  # ALBERT-base's shape (one layer's weights shared by 12, factorised 128-d embeddings)
+        cfg = tf.AlbertConfig(hidden_size=128 if small else 768, embedding_size=64 if small else 128,
+                              num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
+                              intermediate_size=256 if small else 3072, vocab_size=30000)
+        cls, batch, seq = tf.AlbertForMaskedLM, (2 if small else 32), (64 if small else 512)
     elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
         return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
     elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
-                  "regnet-y-1.6gf", "mobilevit-small", "segformer-b0", "poolformer-s12", "levit-256"):
+                  "regnet-y-1.6gf", "mobilevit-small", "segformer-b0", "poolformer-s12", "levit-256", "cvt-13",
+                  "pvt-v2-b0"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
     if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m", "convbert-base", "squeezebert", "funnel-base",
-                    "nystromformer-base"):  # ALiBi, relative, local, conv heads, pooled blocks, landmarks: no SDPA path
+                    "nystromformer-base", "xlnet-base"):  # ALiBi, relative, local, conv heads, pooled blocks,
+        # landmarks, two-stream relative attention: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     model, g = _built(torch, cls, cfg, dev)
     x = torch.randint(0, cfg.vocab_size, (batch, seq), device=dev, generator=g)
-    return _train_step(torch, model, dev, input_ids=x, labels=x), _info(name, cls, cfg, batch, seq, model, tf)
+    step = _train_step(torch, model, dev, input_ids=x, labels=x)
+    if name == "xlnet-base":  # transformers 5.17 builds XLNet's relative position encoding on the default device
+        step = _on_device(torch, dev, step)  # (the CPU): the step failed on the H200 ("mat2 is on cpu", session 12)
+    return step, _info(name, cls, cfg, batch, seq, model, tf)
+
+
+def _on_device(torch, dev: str, step: Callable[[], None]) -> Callable[[], None]:
+    """``step`` run with ``dev`` as torch's default device, for models that create tensors without naming one."""
+    def run() -> None:
+        with torch.device(dev):
+            step()
+    run.module = step.module  # type: ignore[attr-defined]
+    return run
 
 
 def _built(torch, cls, cfg, dev: str):
@@ -277,6 +301,15 @@ def _vision(name: str, torch, dev: str, small: bool,
                                   hidden_sizes=[16, 32, 64, 128] if small else [64, 128, 320, 512], num_labels=1000)
         size, batch = (32 if small else 224), 128
         cls, seq = tf.PoolFormerForImageClassification, (size // 32) ** 2
+    elif name == "cvt-13":  # CvT-13 (convolutional token embeddings; depthwise-convolution projections of q, k, v)
+        cfg = tf.CvtConfig(embed_dim=[16, 32, 64] if small else [64, 192, 384], depth=[1, 2, 3] if small else
+                           [1, 2, 10], num_heads=[1, 2, 4] if small else [1, 3, 6], num_labels=1000)
+        size, batch = (64 if small else 224), 64
+        cls, seq = tf.CvtForImageClassification, (size // 16) ** 2
+    elif name == "pvt-v2-b0":  # PVTv2-B0 (overlapping patch embeddings, spatial-reduction attention, depthwise MLP)
+        cfg = tf.PvtV2Config(depths=[1, 1, 1, 1] if small else [2, 2, 2, 2], num_labels=1000)
+        size, batch = (64 if small else 224), 128
+        cls, seq = tf.PvtV2ForImageClassification, (size // 32) ** 2
     else:
         cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)

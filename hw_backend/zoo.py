@@ -22,9 +22,10 @@ from kdvfs.work import (
     reduction_work,
     softmax_work,
 )
+from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
 __all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
+           "held_duty_zoo", "light_ops2_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
            "top_clock_zoo",
            "warm_cool_zoo"]
 
@@ -151,41 +152,26 @@ def _conv_work(macs: int, inp: int, out: int, weights: int, dtype: str, backward
 _STEP_OPS = ("upsample_bilinear", "upsample_bilinear_bwd", "log_softmax_ch", "log_softmax_ch_bwd", "copy_nhwc",
              "avg_pool2d", "avg_pool2d_bwd", "group_norm", "group_norm_bwd", "col2im", "conv2d", "conv2d_bwd")
 
-UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
-"""FLOPs per output element of ATen's bilinear upsampling (UpSampleBilinear2d.cu): the forward blends four inputs,
-``h0λ·(w0λ·x00 + w1λ·x01) + h1λ·(w0λ·x10 + w1λ·x11)`` (six multiplies, three adds); the backward scatters each
-output gradient to its four inputs, ``atomicAdd(gx, hλ·wλ·gy)`` four times (eight multiplies, four adds)."""
-
-
 def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
-    """The work of the ``step-ops`` set's ops, from their arithmetic. ``kdvfs.work`` has no formula for upsampling,
-    pooling windows or col2im (the importer prices them as elementwise ops over their largest operand, its last
-    branch), so these are written out here; the spatial log-softmax, the group norm, the layout copy and the dense
-    convolution take the importer's own formulas (``softmax_work``, ``norm_work``, ``copy_work``, ``_conv_work``)."""
-    size = 2 if d in ("bf16", "fp16") else 4
+    """The work of the ``step-ops`` set's ops, from their arithmetic: the importer's own formulas (upsampling,
+    pooling windows and col2im from ``kdvfs.work_ops``; ``softmax_work``, ``norm_work``, ``copy_work``; the dense
+    convolution as ``_conv_work`` counts it), one definition for the zoo and the traces."""
     if op in ("upsample_bilinear", "upsample_bilinear_bwd"):  # (N, C, h, w, scale): h × w up to (h·scale) × (w·scale)
         nb, c, h, w, sc = s
         small, big = nb * c * h * w, nb * c * h * sc * w * sc
-        if op == "upsample_bilinear":  # the input read once (its neighbours from cache), the output written
-            return Work(UPSAMPLE_FLOPS["forward"] * big, float((small + big) * size), d, False)
-        # the output's gradient read once; the input's gradient zeroed (its own fill kernel), then accumulated
-        return Work(UPSAMPLE_FLOPS["backward"] * big, float((big + 2 * small) * size), d, False)
+        return bilinear_upsample_work(small, big, d, backward=op == "upsample_bilinear_bwd")
     if op in ("log_softmax_ch", "log_softmax_ch_bwd"):  # (N, C, H, W), along C: cross-entropy over pixels
         return softmax_work(int(np.prod(s)), d, row=s[1], backward=op.endswith("_bwd"), log=True)
     if op == "copy_nhwc":  # (N, C, H, W) channels-last to contiguous: one read, one write
         return copy_work(int(np.prod(s)), d)
     if op in ("avg_pool2d", "avg_pool2d_bwd"):  # (N, C, H, W, k): k × k window, stride 1, padding k // 2
         n, kk = int(np.prod(s[:4])), s[4]
-        # forward: k² adds and a divide per output; backward: each input's gradient sums k² output gradients, each
-        # divided by its window's count (ATen's avg_pool2d_backward_out_cuda_frame)
-        f = (kk * kk + 1) * n if op == "avg_pool2d" else 2 * kk * kk * n
-        return Work(float(f), float(2 * n * size), d, False)
+        return avg_pool_work(n, n, kk * kk, d, backward=op == "avg_pool2d_bwd")
     if op in ("group_norm", "group_norm_bwd"):  # (N, C, H, W, groups): sized as the importer sizes native_group_norm
         return norm_work(int(np.prod(s[:4])), d, backward=op == "group_norm_bwd")
     if op == "col2im":  # (N, C, L, k): nn.Fold of [N, C·k, L] columns to [N, C, L, 1] (padding k // 2), one add each
         nb, c, length, kk = s
-        cols = nb * c * kk * length
-        return Work(float(cols), float((cols + nb * c * length) * size), d, False)
+        return col2im_work(nb * c * kk * length, nb * c * length, d)
     # conv2d / conv2d_bwd: (N, Cin, H, W, Cout, k), dense, stride 1, "same" padding
     nb, ci, h, w, co, kk = s
     return _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
@@ -600,6 +586,43 @@ def step_ops_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def light_ops2_zoo() -> tuple[ZooKernel, ...]:
+    """The seventeenth set (session 12, issue 12; measured before that session's fit was final and kept sealed until
+    it was, then checked once, never fitted): the ``step-ops`` set's light ops again at other shapes and dtypes, so
+    that a model that reads those ops right for the right reasons can be told from one fitted to their shapes:
+    bilinear upsampling and its backward in bf16 and at Cityscapes' 19 classes, the spatial log-softmax in bf16 and at
+    19 classes, a bf16 channels-last copy, 3 × 3 average pooling in bf16 and at another shape, group norm with 32
+    groups, col2im in fp32, and 1 × 1 convolutions of 64 to 256 channels at 56² pixels (a ResNet bottleneck's).
+    Each entry is a single call where one lasts milliseconds, else a CUDA-graph replay of about 2–5 ms."""
+    e, nm, r, c = "elementwise", "norm", "reduction", "copy"
+    f, b = "fp32", "bf16"
+    return (
+        ZooKernel("upsample_bilinear_bf16_16x150x128x128_x4", e, "upsample_bilinear", b, (16, 150, 128, 128, 4)),
+        ZooKernel("upsample_bilinear_fp32_32x19x128x128_x4_graph2", e, "upsample_bilinear", f, (32, 19, 128, 128, 4),
+                  graph=2),
+        ZooKernel("upsample_bilinear_bwd_bf16_16x150x128x128_x4", e, "upsample_bilinear_bwd", b,
+                  (16, 150, 128, 128, 4)),
+        ZooKernel("upsample_bilinear_bwd_fp32_16x64x64x64_x4_graph4", e, "upsample_bilinear_bwd", f,
+                  (16, 64, 64, 64, 4), graph=4),
+        ZooKernel("log_softmax_ch_fp32_32x19x512x512_graph4", r, "log_softmax_ch", f, (32, 19, 512, 512), graph=4),
+        ZooKernel("log_softmax_ch_bf16_16x150x256x256_graph8", r, "log_softmax_ch", b, (16, 150, 256, 256), graph=8),
+        ZooKernel("log_softmax_ch_bwd_fp32_32x19x512x512_graph4", r, "log_softmax_ch_bwd", f, (32, 19, 512, 512),
+                  graph=4),
+        ZooKernel("copy_nhwc_bf16_64x256x56x56_graph16", c, "copy_nhwc", b, (64, 256, 56, 56), graph=16),
+        ZooKernel("avg_pool2d_bf16_128x64x56x56_k3_graph16", e, "avg_pool2d", b, (128, 64, 56, 56, 3), graph=16),
+        ZooKernel("avg_pool2d_fp32_64x128x28x28_k3_graph32", e, "avg_pool2d", f, (64, 128, 28, 28, 3), graph=32),
+        ZooKernel("avg_pool2d_bwd_fp32_64x128x28x28_k3_graph16", e, "avg_pool2d_bwd", f, (64, 128, 28, 28, 3),
+                  graph=16),
+        ZooKernel("group_norm_fp32_32x256x32x32_g32_graph32", nm, "group_norm", f, (32, 256, 32, 32, 32), graph=32),
+        ZooKernel("group_norm_bwd_fp32_128x320x14x14_g1_graph32", nm, "group_norm_bwd", f, (128, 320, 14, 14, 1),
+                  graph=32),
+        ZooKernel("col2im_fp32_16x768x512_k9_graph4", c, "col2im", f, (16, 768, 512, 9), graph=4),
+        ZooKernel("conv2d_bf16_64x64x56x56_to256_k1_graph64", "gemm", "conv2d", b, (64, 64, 56, 56, 256, 1), graph=64),
+        ZooKernel("conv2d_bwd_bf16_64x64x56x56_to256_k1_graph32", "gemm", "conv2d_bwd", b, (64, 64, 56, 56, 256, 1),
+                  graph=32),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -615,7 +638,7 @@ ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": ste
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
             "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo,
-            "step-ops": step_ops_zoo}
+            "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

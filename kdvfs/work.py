@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "OP_RULES", "WINDOW_OPS", "op_rule", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
     "math_class", "writes_constant", "NAME_PEAK_FLOPS", "simt_by_name",
 ]
 
@@ -317,6 +317,66 @@ _CAUSAL_ARG = {
 }
 
 
+OP_RULES = ("gemm", "conv", "attention", "foreach", "norm", "softmax", "nll", "upsample", "pool", "fold", "scatter",
+            "reduction", "copy", "fill", "gather", "activation", "elementwise")
+"""The rules of ``op_work``, in the order it tries them (``op_rule``): ``upsample``, ``pool``, ``fold`` (im2col,
+col2im) and ``scatter`` are ``kdvfs.work_ops``'s; ``elementwise`` is the last branch, an elementwise op over its
+largest operand, whatever the op (``activation``: the same with ``ACTIVATION_FLOPS`` per element)."""
+_WINDOW_RULE_NAMES = ("upsample", "pool", "fold", "scatter")
+WINDOW_OPS = (  # the ops of kdvfs.work_ops's rules (it reads these patterns from here)
+    ("upsample", re.compile(r"aten::_?upsample_(bilinear2d|nearest(?:_exact)?[123]d)(_backward)?(?:\.vec)?$", re.I)),
+    ("pool", re.compile(r"aten::(avg_pool[123]d|max_pool[123]d(?:_with_indices)?|_?adaptive_avg_pool[123]d)"
+                        r"(_backward)?$", re.I)),
+    ("fold", re.compile(r"aten::(im2col|col2im)$", re.I)),
+    ("scatter", re.compile(r"aten::(scatter_add_?|index_add_?|_index_put_impl_|index_put_?)$", re.I)),
+)
+
+
+def op_rule(op: str) -> str:
+    """Which rule of ``op_work`` prices ``op`` (an aten op name, with or without ``aten::``): one of ``OP_RULES``,
+    decided by the name alone. ``op_work`` dispatches on it, so a report that groups kernels by rule
+    (``simulator.step_breakdown.op_family``) follows the importer without repeating its branch order. A few rules fall
+    back within themselves where the record lacks what they need (``copy_`` without the source's dtype, ``gather``
+    without its index, ``cat`` without its tensor list: a copy over the largest operand; ``stack`` without it: the
+    last branch), and any rule gives ``None`` where the shapes do not say enough."""
+    full = op if "::" in op else f"aten::{op}"
+    if full in _GEMM_OPS:
+        return "gemm"
+    for rule, pat in (("conv", _CONV_OPS), ("attention", _ATTN_OPS), ("foreach", _FOREACH), ("norm", _NORM_OPS),
+                      ("softmax", _SOFTMAX_OPS), ("nll", _NLL_OPS)):
+        if pat.search(full):
+            return rule
+    for rule, pat in WINDOW_OPS:  # before the reductions: max_pool2d begins like max, index_add_ like index
+        if pat.match(full):
+            return rule
+    if _REDUCE_OPS.search(full):
+        return "reduction"
+    if full in ("aten::copy_", "aten::cat", "aten::stack"):
+        return "copy"
+    if _FILL_OPS.search(full):
+        return "fill"
+    if full == "aten::gather":
+        return "gather"
+    if _COPY_OPS.search(full):
+        return "copy"
+    return "activation" if _ACTIVATION_OPS.match(full) else "elementwise"
+
+
+def _softmax_row(x: Sequence[int], name: str, concrete: object) -> int | None:
+    """The length of the dimension a softmax reduces over: its ``dim`` argument (argument 1; 2 for
+    ``_softmax_backward_data`` and ``_log_softmax_backward_data``), else the last. SegFormer's loss head takes the
+    log-softmax along the 150 classes of [N, 150, 512, 512] (ATen's ``cunn_SpatialSoftMaxForward``), not along 512."""
+    if not x:
+        return None
+    conc = concrete if isinstance(concrete, list) else []
+    i = 2 if "backward" in name else 1
+    try:
+        d = int(str(conc[i]).strip()) if i < len(conc) else None
+    except ValueError:
+        d = None
+    return int(x[d]) if d is not None and -len(x) <= d < len(x) else int(x[-1])
+
+
 def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
             autocast_dtype: str | None = None, concrete: object = None, strides: object = None) -> Work | None:
     """Work of one launch of ``op`` from the profiler's ``Input Dims`` and ``Input type`` lists, or ``None`` when the
@@ -342,11 +402,12 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return None
     name = op.split("::")[-1] if "::" in op else op
     full = op if "::" in op else f"aten::{op}"
-    if full in _GEMM_OPS:
+    rule = op_rule(full)
+    if rule == "gemm":
         return _gemm_from(full, shapes, dt, tf32)
-    if _CONV_OPS.search(full):
+    if rule == "conv":
         return _conv_from(shapes, dt, tf32, full, concrete)
-    if _ATTN_OPS.search(full):
+    if rule == "attention":
         bwd = backward or "backward" in name
         qi = 1 if bwd and "backward" in name else 0  # backward ops take grad_out first
         if len(shapes) < qi + 2:
@@ -365,7 +426,7 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         # K's heads as stored: fewer than Q's under grouped-query attention, also when expanded to Q's (stride 0)
         hk = _distinct(k, _stride_of(strides, qi + 1)) // max(1, b * sk * d)
         return attention_work(b, h, sq, sk, d, dt, causal=causal, backward=bwd, kv_heads=max(1, min(h, hk)))
-    if _FOREACH.search(full):
+    if rule == "foreach":
         n = sum(_numel(s) for s in shapes[:1]) if shapes else 0
         lists = [s for s in (dims if isinstance(dims, list) else []) if isinstance(s, list) and s and
                  all(isinstance(x, list) for x in s)]
@@ -379,42 +440,46 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         # AdamW touches param, grad, exp_avg, exp_avg_sq (read all, write three), ~12 FLOPs per element
         adam = "adam" in full.lower()
         return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
-    if _NORM_OPS.search(full):
+    if rule == "norm":
         bwd = backward or "backward" in name
         return norm_work(_numel(shapes[0]), dt, backward=bwd, rms="rms" in name.lower(),
                          reread=not bwd or _norm_rereads(full, concrete))
-    if _SOFTMAX_OPS.search(full):
-        return softmax_work(_numel(shapes[0]), dt, row=shapes[0][-1] if shapes[0] else None,
+    if rule == "softmax":
+        return softmax_work(_numel(shapes[0]), dt, row=_softmax_row(shapes[0], name, concrete),
                             backward=backward or "backward" in name, log="log_softmax" in name)
-    if _NLL_OPS.search(full):
+    if rule == "nll":
         # nll_loss reads one element per target (the target's class), not the whole [N, C] input; the backward
         # writes one element per target into a gradient a fill_ zeroed before
         ti = 2 if "backward" in name else 1
         n = _numel(shapes[ti]) if len(shapes) > ti and shapes[ti] else 0
         return Work(float(n), float(n * (_size(dt) + _operand_size(dts, ti, "int64"))), dt, False, "shapes") if n else None
-    if _REDUCE_OPS.search(full):
+    if rule in _WINDOW_RULE_NAMES:  # kdvfs.work_ops: upsampling, pooling windows, im2col/col2im, scatter-adds
+        from kdvfs.work_ops import window_op_work
+
+        return window_op_work(rule, full, shapes, dts, dt, concrete, strides)
+    if rule == "reduction":
         n = _numel(shapes[0])  # the input read at its own dtype (a bool mask is one byte), the results written
         fpe = MAX_REDUCTION_FLOPS if _MAX_LIKE.match(full) else 1.0
         out = DTYPE_BYTES["bool"] if _BOOL_OUT_OPS.search(full) else _size(dt)  # all(), any(): a bool result
         return Work(float(n * fpe), float(n * _operand_size(dts, 0, dt) + _reduced_numel(shapes[0], concrete) * out),
                     dt, False, "shapes")
-    if full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
+    if rule == "copy" and full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
-    if full in ("aten::cat", "aten::stack") and isinstance(dims, list) and dims and isinstance(dims[0], list) \
+    if rule == "copy" and full in ("aten::cat", "aten::stack") and isinstance(dims, list) and dims and isinstance(dims[0], list) \
             and dims[0] and all(isinstance(x, list) for x in dims[0]):
         n = sum(_numel(x) for x in dims[0])  # a tensor list: every input read once, the result written once
         return copy_work(n, dt) if n else None
-    if _FILL_OPS.search(full):  # writes its output, reads nothing (the zoo's fill is priced so too)
+    if rule == "fill":  # writes its output, reads nothing (the zoo's fill is priced so too)
         n = _numel(shapes[0])
         return Work(0.0, float(n * _operand_size(dts, 0, dt)), dt, False, "shapes") if n else None
-    if full == "aten::gather" and len(shapes) > 2 and shapes[2]:
+    if rule == "gather" and len(shapes) > 2 and shapes[2]:
         # gather(self, dim, index): one element of self read and one written per index element (not all of self);
         # the index itself read once per distinct element (an embedding's index is expanded along the hidden size)
         n = _numel(shapes[2])
         idx = _distinct(shapes[2], _stride_of(strides, 2)) * _operand_size(dts, 2, "int64")
         return Work(0.0, float(n * 2 * _size(dt) + idx), dt, False, "shapes")
-    if _COPY_OPS.search(full):
+    if rule in ("copy", "gather") and _COPY_OPS.search(full):  # (``stack`` without its tensor list: the last branch)
         n = max((_numel(s) for s in shapes), default=0)
         return copy_work(n, dt) if n else None
     # anything else that takes tensors: an elementwise op over its largest operand, reading each tensor input once

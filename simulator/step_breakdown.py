@@ -69,42 +69,18 @@ _ELEMENTWISE = re.compile(
 
 
 def op_family(op: str | None) -> str:
-    """The rule of ``kdvfs.work.op_work`` that prices an op's kernels (its branch order): ``gemm``, ``conv``,
-    ``attention``, ``foreach``, ``norm``, ``softmax``, ``nll``, ``reduction``, ``copy``, ``fill``, ``gather``,
-    ``activation``, ``elementwise`` (a true elementwise op: the catch-all fits it) or ``generic`` (the catch-all
-    applied to an op that is not elementwise). ``none`` without an op, ``stage`` for a recorder's stage label
+    """The rule of ``kdvfs.work.op_work`` that prices an op's kernels (``kdvfs.work.op_rule``: one of
+    ``kdvfs.work.OP_RULES``), with its last branch split in two: ``elementwise`` (a true elementwise op: the
+    catch-all fits it) or ``generic`` (the catch-all applied to an op that is not elementwise). ``none`` without an op, ``stage`` for a recorder's stage label
     (``stage:fwd.qkv``: the bundled block's traces), which hides the op."""
     if not op:
         return "none"
     if op.startswith("stage:"):  # the project's recorder labels its stages: the launching aten op is not kept
         return "stage"
     full = op if "::" in op else f"aten::{op}"
-    if full in _work._GEMM_OPS:
-        return "gemm"
-    if _work._CONV_OPS.search(full):
-        return "conv"
-    if _work._ATTN_OPS.search(full):
-        return "attention"
-    if _work._FOREACH.search(full):
-        return "foreach"
-    if _work._NORM_OPS.search(full):
-        return "norm"
-    if _work._SOFTMAX_OPS.search(full):
-        return "softmax"
-    if _work._NLL_OPS.search(full):
-        return "nll"
-    if _work._REDUCE_OPS.search(full):
-        return "reduction"
-    if full in ("aten::copy_", "aten::cat", "aten::stack"):
-        return "copy"
-    if _work._FILL_OPS.search(full):
-        return "fill"
-    if full == "aten::gather":
-        return "gather"
-    if _work._COPY_OPS.search(full):
-        return "copy"
-    if _work._ACTIVATION_OPS.match(full):
-        return "activation"
+    rule = _work.op_rule(full)
+    if rule != "elementwise":
+        return rule
     return "elementwise" if _ELEMENTWISE.match(full) else "generic"
 
 
@@ -318,20 +294,26 @@ def _as_traced(k) -> tuple[str, list, list, list | None]:
     s = k.shape
     t = {"fp32": "float", "bf16": "c10::BFloat16"}[k.dtype]
     if k.op == "upsample_bilinear":
-        return "aten::upsample_bilinear2d", [list(s[:4]), [], [], [], []], [t, "ScalarList", "Scalar", "", ""], None
+        out = f"[{s[2] * s[4]}, {s[3] * s[4]}]"
+        return ("aten::upsample_bilinear2d", [list(s[:4]), [], [], [], []], [t, "ScalarList", "Scalar", "", ""],
+                ["", out, "False", "", ""])
     if k.op == "upsample_bilinear_bwd":
         big = [s[0], s[1], s[2] * s[4], s[3] * s[4]]
-        return "aten::upsample_bilinear2d_backward", [big, [], [], [], [], []], [t], None
+        return ("aten::upsample_bilinear2d_backward", [big, [], [], [], [], []], [t],
+                ["", f"[{big[2]}, {big[3]}]", str(list(s[:4])), "False", "", ""])
     if k.op == "log_softmax_ch":
         return "aten::_log_softmax", [list(s), [], []], [t, "Scalar", "Scalar"], ["", "1", "False"]
     if k.op == "log_softmax_ch_bwd":
         return "aten::_log_softmax_backward_data", [list(s), list(s), [], []], [t, t, "Scalar", "Scalar"], None
     if k.op == "copy_nhwc":
         return "aten::copy_", [list(s), list(s), []], [t, t, "Scalar"], None
+    win = f"[{s[-1]}, {s[-1]}]" if k.op.startswith("avg_pool2d") else ""
+    pad = f"[{s[-1] // 2}, {s[-1] // 2}]"
     if k.op == "avg_pool2d":
-        return "aten::avg_pool2d", [list(s[:4])] + [[]] * 6, [t], None
+        return "aten::avg_pool2d", [list(s[:4])] + [[]] * 6, [t], ["", win, "[1, 1]", pad, "False", "False", ""]
     if k.op == "avg_pool2d_bwd":
-        return "aten::avg_pool2d_backward", [list(s[:4]), list(s[:4])] + [[]] * 6, [t, t], None
+        return ("aten::avg_pool2d_backward", [list(s[:4]), list(s[:4])] + [[]] * 6, [t, t],
+                ["", "", win, "[1, 1]", pad, "False", "False", ""])
     if k.op == "group_norm":
         c = [s[1]]
         return "aten::native_group_norm", [list(s[:4]), c, c] + [[]] * 5, [t, t, t], None
@@ -342,7 +324,8 @@ def _as_traced(k) -> tuple[str, list, list, list | None]:
                 [t] * 5, conc)
     if k.op == "col2im":
         nb, c, length, kk = s
-        return "aten::col2im", [[nb, c * kk, length]] + [[]] * 5, [t], None
+        return ("aten::col2im", [[nb, c * kk, length]] + [[]] * 5, [t],
+                ["", f"[{length}, 1]", f"[{kk}, 1]", "[1, 1]", f"[{kk // 2}, 0]", "[1, 1]"])
     nb, ci, h, w, co, kk = s
     if k.op == "conv2d":
         conc = ["", "", f"[{kk // 2}, {kk // 2}]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"]

@@ -18,6 +18,8 @@ def test_parse_model_names_and_batch_variants():
     assert {"mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12"} <= set(MODELS)  # session 11's blind set
     assert parse_model("segformer-b0-b4") == ("segformer-b0", 4)  # "b0" belongs to the name, "-b4" is the batch
     assert {"squeezebert", "funnel-base", "nystromformer-base", "levit-256"} <= set(MODELS)  # session 11's sealed set
+    assert {"xlnet-base", "albert-base", "cvt-13", "pvt-v2-b0"} <= set(MODELS)  # session 12's sealed set
+    assert parse_model("pvt-v2-b0") == ("pvt-v2-b0", None) and parse_model("pvt-v2-b0-b32") == ("pvt-v2-b0", 32)
     assert all(parse_model(m) == (m, None) for m in MODELS)
     for bad in ("gpt3", "llama-0.5b-b0", "llama-0.5b-bx", "llama-0.5b-b", "-b2"):
         with pytest.raises(InputError, match="is not one of"):
