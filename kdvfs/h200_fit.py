@@ -54,7 +54,11 @@ STRUCTURES: dict[str, tuple[tuple[str, tuple[float, float, float, float] | float
     # session 10 (the tiny-grid set): a GEMM's or attention's base at the share of SMs its grid fills, with a floor
     "tensor-sm": (("tensor_sm_floor", (0.3, 0.6, 0.0, 1.0)),),
     # session 11 (the grouped convolutions): warp-occupancy's scaling also for GEMM-category kernels on the CUDA cores
-    "simt-occupancy": (("occ_simt", 1.0),)}
+    "simt-occupancy": (("occ_simt", 1.0),),
+    # session 12 (tiny-grid2): tensor-rate below a fitted knee only, so saturated GEMMs keep their base
+    "tensor-knee": (("tensor_knee", (0.2, 0.4, 0.005, 1.0)), ("tensor_knee_exp", (0.5, 0.8, 0.0, 2.0))),
+    # session 12 (step-ops): a copy between layouts moves more than its useful bytes (kdvfs.access)
+    "strided-copy": (("strided_traffic", (1.0, 3.0, 0.0, 15.0)),)}
 DEFAULT_STRUCTURE = "warp-occupancy+conv-dot"
 """The bundled model's structure (session 8), chosen by the zoo's held-out split (file-then-zoo order, even positions
 fitted, odd checked) on the default files with the duty entries measured again (characterization10): none 26 of 57
@@ -134,7 +138,8 @@ def predict_zoo(spec: GpuSpec, rows: list[dict], known_clock: bool = True,
                               constant_write=[bool(r.get("constant_write")) for r in rows],
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
                               dot_product=[bool(r.get("dot_product")) for r in rows],
-                              occupancy=[r.get("occupancy", 1.0) for r in rows])
+                              occupancy=[r.get("occupancy", 1.0) for r in rows],
+                              strided=[bool(r.get("strided")) for r in rows])
     params = _with_temperature(spec, params, rows)
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw = ev.core_mhz, ev.power_w
@@ -167,7 +172,8 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               constant_write=[bool(r.get("constant_write")) for r in rows],
                               sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
                               dot_product=[bool(r.get("dot_product")) for r in rows],
-                              occupancy=[r.get("occupancy", 1.0) for r in rows])
+                              occupancy=[r.get("occupancy", 1.0) for r in rows],
+                              strided=[bool(r.get("strided")) for r in rows])
     params = _with_temperature(spec, params, rows)
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w, rows)

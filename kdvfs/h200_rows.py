@@ -21,7 +21,7 @@ from kdvfs.zoo_source import ZooEntry, ZooSource, read_characterization, zoo_sou
 
 __all__ = ["CONCURRENT_MIN", "DEFAULT_DATA", "DEFAULT_GAP_MODEL", "GAP_MODELS", "LAUNCH_BOUND_BUSY", "busy_fraction", "constant_write",
            "gap_power", "gap_thermal", "kernel_rows", "kernel_time_s", "load_rows", "onset_rows", "period_s",
-           "prepared_rows", "row_role", "warm_gap_power", "zoo_concurrency", "zoo_direct_convolution", "zoo_rows",
+           "prepared_rows", "row_role", "warm_gap_power", "zoo_concurrency", "zoo_direct_convolution", "zoo_rows", "zoo_strided_copy",
            "zoo_sm_fraction"]
 
 
@@ -107,6 +107,7 @@ def zoo_rows(doc: dict, zoo: ZooSource | None = None) -> list[dict]:
         conc = zoo_concurrency(r)
         r["sm_fraction"] = min(1.0, zoo_sm_fraction(r) * conc)
         r["dot_product"] = zoo_direct_convolution(r)
+        r["strided"] = zoo_strided_copy(r)
         r["occupancy"] = min(1.0, zoo_sm_fraction(r, occupancy=True) * conc)
         r["busy"] = busy_fraction(r, zoo) if r["role"] != "gap" else 0.0
         if r["role"] == "duty":  # a burst, then idle: the burst ran at the clock read, below the cap's window
@@ -217,6 +218,18 @@ def zoo_direct_convolution(r: dict) -> bool:
     tot = sum(float(c.get("us") or 0.0) for c in ck)
     conv = sum(float(c.get("us") or 0.0) for c in ck if direct_convolution(str(c.get("name", ""))))
     return tot > 0 and conv > 0.5 * tot
+
+
+def zoo_strided_copy(r: dict) -> bool:
+    """Whether most of a zoo entry's profiled kernel time is copies between layouts (``kdvfs.access.strided_copy``
+    of each kernel's name, as a trace's kernels are judged). A graph replay's list ends with a summary entry,
+    ``(+N more)``, of the same launches: it is left out of both sums."""
+    from kdvfs.access import strided_copy
+
+    ck = [c for c in r.get("cuda_kernels") or [] if isinstance(c, dict) and not str(c.get("name", "")).startswith("(+")]
+    tot = sum(float(c.get("us") or 0.0) for c in ck)
+    hit = sum(float(c.get("us") or 0.0) for c in ck if strided_copy(str(c.get("name", ""))))
+    return tot > 0 and hit > 0.5 * tot
 
 
 def gap_power(rows: list[dict]) -> float | None:

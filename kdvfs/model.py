@@ -219,6 +219,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
     cc = trace.capture_core_mhz or 0
     cm = trace.capture_mem_mhz or 0
     if spec.work_activity:
+        from kdvfs.access import strided_copies
         from kdvfs.occupancy import SM_COUNT, direct_convolution, sm_fractions, thread_occupancies
         from kdvfs.work import NAME_PEAK_FLOPS, math_class, work_from_name, writes_constant
 
@@ -241,6 +242,7 @@ def default_params(trace: Trace, spec: GpuSpec) -> KernelParams:
                                   constant_write=[writes_constant(k.name) for k in ks],
                                   sm_fraction=np.minimum(1.0, sm_fractions([k.grid for k in ks], sms) * conc),
                                   dot_product=[direct_convolution(k.name) for k in ks],
+                                  strided=strided_copies([k.name for k in ks]),
                                   occupancy=np.minimum(1.0, thread_occupancies([k.grid for k in ks],
                                                                                [k.block for k in ks], sms) * conc))
     else:
@@ -304,7 +306,7 @@ def dram_fraction(spec: GpuSpec, working_set_bytes) -> np.ndarray:
 
 def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, categories=None,
                        working_set_bytes=None, constant_write=None, sm_fraction=None,
-                       dot_product=None, occupancy=None) -> tuple[np.ndarray, np.ndarray]:
+                       dot_product=None, occupancy=None, strided=None) -> tuple[np.ndarray, np.ndarray]:
     """(core activity, memory utilisation) of kernels from their work and their time at a core clock.
 
     ``util_core = flops / (peak(math) · f / F · t)`` (the share of the math class's peak rate at clock ``f``;
@@ -344,6 +346,10 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
       SIMT FLOPs take ``simt``, a GEMM's coefficient on the CUDA cores, not ``ew``.
     - ``conv_rate`` with ``dot_product``: a direct convolution's SIMT FLOPs take this fitted coefficient of their own
       (over ``conv_dot``'s ``simt`` and ``ew``): each multiply-add loads its input operand through L1.
+    - ``tensor_knee`` (u₀) and ``tensor_knee_exp`` (γ): a GEMM's or attention's base scales as
+      ``min(1, util_core / u₀)^γ``: tensor-rate below the card's saturation only.
+    - ``strided_traffic`` (s) with ``strided`` (per kernel, ``kdvfs.access.strided_copy``): the memory traffic of a
+      copy between operands of different strides is ``1 + s`` times its useful bytes (whole sectors per element).
 
     The work terms are never scaled: FLOPs and bytes per second are already the whole chip's. Kernels without work
     keep the category prior.
@@ -393,11 +399,21 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
         # a GEMM's or attention's base scales with its tensor rate: tiny tiles leave resident blocks waiting
         tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)
         base = base * np.where(tens, np.clip(util_c, 1e-6, 1.0) ** co["tensor_rate_exp"], 1.0)
+    if co.get("tensor_knee") and categories is not None:
+        # below the card's saturation only (session 12, the tiny-grid sets): a GEMM's or attention's base scales as
+        # (util_core / knee)^γ under the knee, so few-tile and batched small GEMMs, whose resident blocks wait on
+        # their operands, draw less, while the large GEMMs of real steps (above the knee) keep their fitted base
+        tens = np.array([c in ("gemm", "attention") for c in categories], dtype=bool)
+        rel = np.clip(util_c / co["tensor_knee"], 1e-6, 1.0) ** co.get("tensor_knee_exp", 1.0)
+        base = base * np.where(tens, rel, 1.0)
     if co.get("rate_exp"):
         u = np.clip(np.maximum(util_c, util_m), 1e-6, 1.0)
         base = base * u ** co["rate_exp"]
     uc = base + cls * util_c + co.get("mem", 0.0) * util_m
     dram = dram_fraction(spec, nbytes if working_set_bytes is None else working_set_bytes)
+    if "strided_traffic" in co and strided is not None:
+        # a copy between layouts moves a whole sector per element: traffic beyond the useful bytes (session 12)
+        util_m = util_m * np.where(np.asarray(strided, dtype=bool), 1.0 + co["strided_traffic"], 1.0)
     if constant_write is not None:
         # the I/O energy of DRAM and of the on-chip wires is spent on bits that toggle: writing one value over and over
         # toggles none (the zoo's fill: 401 W at 3.4 TB/s of writes, 13 W above a kernel that moves nothing, where a
@@ -409,7 +425,7 @@ def activity_from_work(spec: GpuSpec, flops, nbytes, maths, time_s, core_mhz, ca
 def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, times_s, core_mhz=None,
                      mem_mhz=None, solve_clock: bool = False, iterations: int = 6,
                      working_set_bytes=None, constant_write=None, sm_fraction=None,
-                     dot_product=None, occupancy=None) -> KernelParams:
+                     dot_product=None, occupancy=None, strided=None) -> KernelParams:
     """Model parameters from each kernel's work and its measured time.
 
     Args:
@@ -429,6 +445,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
             ``activity_from_work``; default none: all busy).
         dot_product: per kernel, whether its SIMT FLOPs are dot-product multiply-adds (``activity_from_work``).
         occupancy: per kernel, the share of resident-thread slots its launch fills (``activity_from_work``).
+        strided: per kernel, whether it copies between layouts (``kdvfs.access.strided_copy``; ``activity_from_work``).
     """
     n = len(keys)
     flops = np.asarray(flops, dtype=float)
@@ -458,7 +475,7 @@ def params_from_work(spec: GpuSpec, flops, nbytes, maths, categories, keys, time
         tc_s, tm_s, t0_s = core_share * scale, mem_share * scale, t0 * scale
         if use_work:
             uw, util_m = activity_from_work(spec, flops, nbytes, maths, times, fc, categories, working_set_bytes,
-                                            constant_write, sm_fraction, dot_product, occupancy)
+                                            constant_write, sm_fraction, dot_product, occupancy, strided)
             uc = np.where(has, uw, pri[:, 2])
             t_here = _time(spec, t0_s, tc_s, tm_s, fc, cm)
             share = np.where(tm_s > 0, tm_s * (spec.mem_bandwidth_gbs[-1] / spec.bandwidth_gbs(cm)) / t_here, 1.0)
