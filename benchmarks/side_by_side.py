@@ -109,6 +109,7 @@ def main() -> None:
         if "optimize_cli_wall_s" not in a.skip:
             for t, tree in trees.items():
                 runs[t].setdefault("optimize_cli_wall_s", []).append({"wall": _cli_wall(tree)})
+                loads.append(os.getloadavg()[0])  # (with every other measurement skipped, the only loads seen)
     best = {t: {name: {k: min(r[k] for r in rs) for k in rs[0]} for name, rs in by.items()} for t, by in runs.items()}
     doc = {"base": str(trees["base"]), "rounds": a.rounds, "load_1min_min": min(loads), "load_1min_max": max(loads),
            "cpus": os.cpu_count(), "min_over_rounds": best, "runs": runs}
