@@ -161,21 +161,32 @@ def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
         small, big = nb * c * h * w, nb * c * h * sc * w * sc
         return bilinear_upsample_work(small, big, d, backward=op == "upsample_bilinear_bwd")
     if op in ("log_softmax_ch", "log_softmax_ch_bwd"):  # (N, C, H, W), along C: cross-entropy over pixels
-        return softmax_work(int(np.prod(s)), d, row=s[1], backward=op.endswith("_bwd"), log=True)
+        from kdvfs.work_passes import spatial_softmax_work
+
+        return spatial_softmax_work(s[0], s[1], int(np.prod(s[2:])), d, backward=op.endswith("_bwd"), log=True)
     if op == "copy_nhwc":  # (N, C, H, W) channels-last to contiguous: one read, one write
         return copy_work(int(np.prod(s)), d)
     if op in ("avg_pool2d", "avg_pool2d_bwd"):  # (N, C, H, W, k): k × k window, stride 1, padding k // 2
         n, kk = int(np.prod(s[:4])), s[4]
         return avg_pool_work(n, n, kk * kk, d, backward=op == "avg_pool2d_bwd")
     if op in ("group_norm", "group_norm_bwd"):  # (N, C, H, W, groups): sized as the importer sizes native_group_norm
-        return norm_work(int(np.prod(s[:4])), d, backward=op == "group_norm_bwd")
+        from kdvfs.work_passes import group_norm_work
+
+        return group_norm_work(int(np.prod(s[:4])), d, backward=op == "group_norm_bwd")
     if op == "col2im":  # (N, C, L, k): nn.Fold of [N, C·k, L] columns to [N, C, L, 1] (padding k // 2), one add each
         nb, c, length, kk = s
         return col2im_work(nb * c * kk * length, nb * c * length, d)
     # conv2d / conv2d_bwd: (N, Cin, H, W, Cout, k), dense, stride 1, "same" padding
     nb, ci, h, w, co, kk = s
-    return _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
-                      op == "conv2d_bwd", tensor=d in ("bf16", "fp16"))
+    cw = _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
+                    op == "conv2d_bwd", tensor=d in ("bf16", "fp16"))
+    if op == "conv2d" and d in ("bf16", "fp16"):
+        # cuDNN ran the 16-bit NCHW forward as nchwToNhwc (the input: grid [⌈HW/32⌉, ⌈Cin/32⌉, N]), the NHWC GEMM and
+        # nhwcToNchw (the output: [⌈HW/32⌉, ⌈Cout/32⌉, N]) — characterization16's recorded kernels; copies, as the
+        # importer prices them (kdvfs.kernelwork._layout_copy). Its backward ran without conversions.
+        size = 2
+        return Work(cw.flops, cw.bytes + 2.0 * size * (nb * ci * h * w + nb * co * h * w), cw.dtype, cw.tensor)
+    return cw
 
 
 def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:

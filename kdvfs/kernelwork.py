@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 
-from kdvfs.work import NAME_PEAK_FLOPS, Work, math_class, op_work, simt_by_name, work_from_name
+from kdvfs.work import NAME_PEAK_FLOPS, Work, math_class, op_work, simt_by_name, torch_dtype_name, work_from_name
 
 __all__ = ["MAX_BYTES_PER_S", "concurrent_wall_share", "conv_gradient", "index_ops", "kernel_work", "moves_data_only", "op_of_kernel"]
 
@@ -116,12 +116,15 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
 
     n = len(kernels)
     op_for = [op_of_kernel(ev, ops) for ev in events]
-    # total duration of the kernels each op launched, for the split (bytes); and of those that compute (FLOPs)
+    # cuDNN's layout conversions around a convolution, priced as copies of the tensor each converts (``_layout_copy``)
+    layout = [_layout_copy(k, o) if o is not None else None for k, o in zip(kernels, op_for)]
+    # total duration of the kernels each op launched, for the split (bytes; less the conversions priced as copies);
+    # and of those that compute (FLOPs)
     dur_of_op: dict[int, float] = {}
     compute_dur: dict[int, float] = {}
     mover = [moves_data_only(k.name) for k in kernels]
-    for k, o, mv in zip(kernels, op_for, mover):
-        if o is not None:
+    for k, o, mv, lay in zip(kernels, op_for, mover, layout):
+        if o is not None and lay is None:
             dur_of_op[id(o)] = dur_of_op.get(id(o), 0.0) + k.time_s
             if not mv:
                 compute_dur[id(o)] = compute_dur.get(id(o), 0.0) + k.time_s
@@ -147,7 +150,9 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
             out.append(k)
             continue
         w = None
-        if o is not None:
+        if layout[i] is not None:
+            w = layout[i]
+        elif o is not None:
             a = o.get("args") or {}
             w = op_work(str(o.get("name", "")), a.get("Input Dims"), a.get("Input type"),
                         backward=bool(backward[i]) if backward is not None else False, tf32=tf32,
@@ -170,6 +175,47 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
         out.append(replace(k, flops=w.flops, bytes=w.bytes, dtype=dt, math=math_class(k.category, dt, tensor),
                            work_source=w.source))
     return out
+
+
+def _layout_copy(k, o: Mapping) -> Work | None:
+    """The work of one of cuDNN's layout-conversion kernels (``nchwToNhwcKernel``/``nhwcToNchwKernel``) that a
+    convolution op launched: no FLOPs, a copy of the tensor it converts (``kdvfs.work_passes.layout_copy_bytes``, the
+    tensor found by the kernel's grid among the op's operands and its output). Before (session 11) they took a share of
+    the op's bytes by duration, the GEMM's operands once: characterization16's 1 × 1 convolution spent 68 % of its time
+    in them, so they moved the GEMM's bytes, where they copy the input and the output. ``None`` for other kernels, for
+    other ops, and without a grid (then the split by duration, as before)."""
+    from kdvfs.work import op_rule
+    from kdvfs.work_passes import layout_copy_bytes, layout_direction
+
+    if layout_direction(k.name) is None or not k.grid:
+        return None
+    name = str(o.get("name", ""))
+    if op_rule(name) != "conv":
+        return None
+    a = o.get("args") or {}
+    dims = a.get("Input Dims")
+    shapes = [list(map(int, d)) for d in (dims if isinstance(dims, list) else [])
+              if isinstance(d, list) and len(d) >= 3 and all(isinstance(x, int) for x in d)]
+    if not shapes:
+        return None
+    types = a.get("Input type")
+    dt = next((torch_dtype_name(t) for t in (types if isinstance(types, list) else [])
+               if isinstance(t, str) and torch_dtype_name(t) in ("bf16", "fp16", "fp32", "fp64")), None) or "fp32"
+    tensors = list(shapes)
+    if "backward" not in name and len(shapes) >= 2:  # the forward's output: the batch, the weight's out-channels
+        from kdvfs.work import _conv_out
+
+        tensors.append([shapes[0][0], shapes[1][0], *_conv_out(shapes[0], shapes[1], name, a.get("Concrete Inputs"))])
+    # a grouped convolution is converted one group at a time: the activations' channels and the weights' filters
+    # divided by the groups (RegNet's 3 × 3 convolutions of 24 channels per group)
+    wi = 1 if "backward" not in name else 2
+    if len(shapes) > wi and shapes[wi][1] > 0:
+        x = shapes[0] if "backward" not in name else shapes[1]
+        g = x[1] // shapes[wi][1]
+        if g > 1:
+            tensors += [[t[0] // g, *t[1:]] if i == wi else [t[0], t[1] // g, *t[2:]] for i, t in enumerate(tensors)]
+    nbytes = layout_copy_bytes(k.grid, tensors, dt)
+    return None if nbytes is None else Work(0.0, nbytes, dt, False, "shapes")
 
 
 def concurrent_wall_share(starts_us: Sequence[float], durs_us: Sequence[float], streams: Sequence,

@@ -443,9 +443,19 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         return Work(float(n * (12 if adam else 1)), float(n * (7 if adam else n_lists + 1) * _size(dt)), dt, False, "shapes")
     if rule == "norm":
         bwd = backward or "backward" in name
+        if "group_norm" in full:  # (native_)group_norm(_backward): the passes of its own kernels
+            from kdvfs.work_passes import group_norm_input_grad, group_norm_work
+
+            return group_norm_work(_numel(shapes[0]), dt, backward=bwd, input_grad=group_norm_input_grad(full, concrete))
         return norm_work(_numel(shapes[0]), dt, backward=bwd, rms="rms" in name.lower(),
                          reread=not bwd or _norm_rereads(full, concrete))
     if rule == "softmax":
+        from kdvfs.work_passes import softmax_split, spatial_softmax_work
+
+        outer_dim_inner = softmax_split(shapes[0], name, concrete)
+        if outer_dim_inner is not None and outer_dim_inner[2] > 1:  # not along the last dimension: the spatial kernels
+            return spatial_softmax_work(*outer_dim_inner, dt, backward=backward or "backward" in name,
+                                        log="log_softmax" in name)
         return softmax_work(_numel(shapes[0]), dt, row=_softmax_row(shapes[0], name, concrete),
                             backward=backward or "backward" in name, log="log_softmax" in name)
     if rule == "nll":

@@ -304,7 +304,7 @@ def _as_traced(k) -> tuple[str, list, list, list | None]:
     if k.op == "log_softmax_ch":
         return "aten::_log_softmax", [list(s), [], []], [t, "Scalar", "Scalar"], ["", "1", "False"]
     if k.op == "log_softmax_ch_bwd":
-        return "aten::_log_softmax_backward_data", [list(s), list(s), [], []], [t, t, "Scalar", "Scalar"], None
+        return "aten::_log_softmax_backward_data", [list(s), list(s), [], []], [t, t, "Scalar", "Scalar"], ["", "", "1", "6"]
     if k.op == "copy_nhwc":
         return "aten::copy_", [list(s), list(s), []], [t, t, "Scalar"], None
     win = f"[{s[-1]}, {s[-1]}]" if k.op.startswith("avg_pool2d") else ""
