@@ -175,7 +175,9 @@ def test_the_zoo_prices_its_step_ops_entries_with_the_same_passes():
     assert by["group_norm_fp32_128x64x56x56_g1_graph16"].work.bytes == 16 * 3 * 4.0 * n
     assert by["group_norm_bwd_fp32_128x64x56x56_g1_graph8"].work.bytes == 8 * 5 * 4.0 * n
     x, y, wt = 128 * 320 * 196, 128 * 1280 * 196, 1280 * 320
-    assert by["conv2d_bf16_128x320x14x14_to1280_k1_graph32"].work.bytes == 32 * 2.0 * (x + y + wt + 2 * (x + y))
+    # the forward's entry is the GEMM's one Work: its cuDNN layout copies ran apart from it (a row checked as one
+    # kernel would sum their traffic with the GEMM's rate; session 12's held-out light-ops2 check, 1980 → 1233 MHz)
+    assert by["conv2d_bf16_128x320x14x14_to1280_k1_graph32"].work.bytes == 32 * 2.0 * (x + y + wt)
     assert by["conv2d_bwd_bf16_128x320x14x14_to1280_k1_graph16"].work.bytes == 16 * 2.0 * (2 * y + 2 * x + 2 * wt)
 
 
