@@ -369,13 +369,10 @@ def _softmax_row(x: Sequence[int], name: str, concrete: object) -> int | None:
     log-softmax along the 150 classes of [N, 150, 512, 512] (ATen's ``cunn_SpatialSoftMaxForward``), not along 512."""
     if not x:
         return None
-    conc = concrete if isinstance(concrete, list) else []
-    i = 2 if "backward" in name else 1
-    try:
-        d = int(str(conc[i]).strip()) if i < len(conc) else None
-    except ValueError:
-        d = None
-    return int(x[d]) if d is not None and -len(x) <= d < len(x) else int(x[-1])
+    from kdvfs.work_passes import softmax_split  # (it imports this module)
+
+    split = softmax_split(x, name, concrete)  # one reading of the dim argument, shared with the spatial passes
+    return split[1] if split is not None else int(x[-1])
 
 
 def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf32: bool = False,
