@@ -24,7 +24,7 @@ from kdvfs.work import (
 )
 from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
-__all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "default_zoo", "duty_zoo", "full_zoo",
+__all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "copies_zoo", "default_zoo", "duty_zoo", "full_zoo",
            "held_duty_zoo", "light_ops2_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
            "top_clock_zoo",
            "warm_cool_zoo"]
@@ -632,6 +632,31 @@ def light_ops2_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def copies_zoo() -> tuple[ZooKernel, ...]:
+    """The eighteenth set (session 12, issue 12; measured for the next session and sealed, not fitted when added):
+    ATen's strided copies, which read 8–38 % low in power in every set that ran them alone (the first zoo's
+    transposes, characterization16's and 17's channels-last copies) and carry a fifth of SqueezeBERT's and
+    Funnel-Transformer's predicted step energy (steps13), at more shapes and dtypes than a traffic term for them could
+    be judged on before: batched transposes [B, L, C] → [B, C, L] at SqueezeBERT's shapes (as ``copy_nhwc`` with W = 1),
+    channels-last copies of a CNN's activations and of 19 class maps, 2-D transposes at three sizes; and
+    SqueezeBERT's grouped 1 × 1 convolution (four groups) forward and backward. Each entry is a single call where one
+    lasts milliseconds, else a CUDA-graph replay of about 2–5 ms."""
+    c, f, b = "copy", "fp32", "bf16"
+    return (
+        ZooKernel("copy_nhwc_bf16_32x768x512x1_graph64", c, "copy_nhwc", b, (32, 768, 512, 1), graph=64),
+        ZooKernel("copy_nhwc_bf16_32x3072x512x1_graph16", c, "copy_nhwc", b, (32, 3072, 512, 1), graph=16),
+        ZooKernel("copy_nhwc_fp32_32x768x512x1_graph32", c, "copy_nhwc", f, (32, 768, 512, 1), graph=32),
+        ZooKernel("copy_nhwc_bf16_128x64x56x56_graph32", c, "copy_nhwc", b, (128, 64, 56, 56), graph=32),
+        ZooKernel("copy_nhwc_fp32_64x19x512x512", c, "copy_nhwc", f, (64, 19, 512, 512)),
+        ZooKernel("transpose_bf16_8192x4096_graph32", c, "transpose", b, (8192, 4096), graph=32),
+        ZooKernel("transpose_fp32_4096x16384_graph8", c, "transpose", f, (4096, 16384), graph=8),
+        ZooKernel("transpose_bf16_2048x2048_graph256", c, "transpose", b, (2048, 2048), graph=256),
+        ZooKernel("gconv1d_bf16_32x768x512_k1_g4_graph16", "gemm", "gconv1d", b, (32, 768, 512, 1, 4), graph=16),
+        ZooKernel("gconv1d_bwd_bf16_32x768x512_k1_g4_graph8", "gemm", "gconv1d_bwd", b, (32, 768, 512, 1, 4),
+                  graph=8),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -647,7 +672,7 @@ ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": ste
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
             "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo,
-            "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo}
+            "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo, "copies": copies_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:
