@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, WINDOW_OPS, Work
+from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, WINDOW_OPS, Work, _size
 
 __all__ = ["MAX_NUMEL", "UPSAMPLE_FLOPS", "adaptive_avg_pool_work", "adaptive_max_pool_work", "adaptive_pairs",
            "avg_pool_work", "bilinear_upsample_work", "col2im_work", "im2col_work", "linear_upsample_flops",
@@ -32,9 +32,6 @@ UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
 ``h0λ·(w0λ·x00 + w1λ·x01) + h1λ·(w0λ·x10 + w1λ·x11)`` (six multiplies, three adds); the backward scatters each
 output gradient to its four inputs, ``atomicAdd(gx, hλ·wλ·gy)`` four times (eight multiplies, four adds)."""
 
-
-def _size(dtype: str) -> int:
-    return DTYPE_BYTES.get(dtype, 4)
 
 
 def linear_upsample_flops(nd: int, *, backward: bool = False) -> float:

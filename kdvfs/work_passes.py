@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kdvfs.work import DTYPE_BYTES, NORM_FORWARD_FLOPS, Work
+from kdvfs.work import NORM_FORWARD_FLOPS, Work, _size
 
 __all__ = ["L2_BYTES_MAX", "RESIDENT_BLOCKS_MIN", "group_norm_input_grad", "group_norm_work", "layout_copy_bytes", "layout_direction",
            "layout_tiles", "softmax_split", "spatial_softmax_spills", "spatial_softmax_work"]
@@ -27,10 +27,6 @@ RESIDENT_BLOCKS_MIN = 108
 """The fewest 1024-thread blocks the modelled cards hold at once: one per SM of the smallest (A100: 108 SMs; H100
 and H200: 132 SMs, two each). The H200 ran characterization16's spatial log-softmax as a [2, 256] grid of
 [1, 1024] blocks, 264 resident (two per SM): 2.6 times this bound."""
-
-
-def _size(dtype: str) -> int:
-    return DTYPE_BYTES.get(dtype, 4)
 
 
 def spatial_softmax_spills(outer: int, dim: int, inner: int, dtype: str) -> bool:
