@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["CHROME", "FIGURE", "PROFILER", "describe", "kind_of", "refuse_other_kind"]
+__all__ = ["CHROME", "FIGURE", "PROFILER", "describe", "head_bytes", "kind_of", "refuse_other_kind"]
 
 PROFILER = "profiler-trace"
 """A PyTorch profiler (Kineto) trace: ``schemaVersion``/``deviceProperties`` beside ``traceEvents``."""
@@ -37,13 +37,15 @@ _NAMES = {"kdvfs-profile/1": "a kdvfs profile", "kdvfs-trace/1": "a kdvfs trace"
 _IMAGE_MAGIC = (b"\x89PNG", b"%PDF", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"%!PS")
 
 
-def _head(path: Path) -> bytes:
+def head_bytes(path: Path, size: int = _HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of the file's content, gunzipped where it is gzip; empty for a gzip cut short or
+    damaged in those bytes (``OSError`` where the file cannot be opened)."""
     with path.open("rb") as f:
-        raw = f.read(_HEAD_BYTES)
+        raw = f.read(size)
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.open(path, "rb") as z:
-                return z.read(_HEAD_BYTES)
+                return z.read(size)
         except (OSError, EOFError):
             return b""
     return raw
@@ -56,7 +58,7 @@ def kind_of(path: str | Path) -> str | None:
     try:
         if not p.is_file() or p.stat().st_size == 0:
             return None
-        head = _head(p)
+        head = head_bytes(p)
     except OSError:
         return None
     if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):

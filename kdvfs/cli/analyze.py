@@ -3,7 +3,6 @@ from validation/)."""
 
 from __future__ import annotations
 
-import gzip
 import sys
 from pathlib import Path
 
@@ -16,13 +15,11 @@ __all__ = ["load_any_trace", "register"]
 
 def _is_kineto(path: Path) -> bool:
     """A PyTorch profiler trace, judged from its first bytes (a kdvfs trace starts with its format)."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(2)
-        opener = gzip.open if head == b"\x1f\x8b" else open
-        with opener(path, "rb") as f:
-            text = f.read(4096).decode("utf-8", "replace")
-    except (OSError, EOFError):  # a gzip cut short (EOFError, a traceback from analyze): the reader proper says so
+    from kdvfs.filekind import head_bytes
+
+    try:  # a gzip cut short reads as empty (it was an EOFError traceback from analyze): the reader proper says so
+        text = head_bytes(path, 4096).decode("utf-8", "replace")
+    except OSError:
         return False
     return "kdvfs-trace/" not in text and any(k in text for k in ('"traceEvents"', '"schemaVersion"',
                                                                   '"deviceProperties"', '"ph"'))
