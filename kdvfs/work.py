@@ -529,10 +529,16 @@ def _norm_rereads(op: str, concrete: object) -> bool:
         return False
     if "batch_norm" in op:
         return not (len(conc) > 7 and str(conc[7]).strip() == "False")
-    i = 9 if "group_norm" in op else 7
-    mask = str(conc[i]) if len(conc) > i else ""
-    flags = [m.strip() == "True" for m in mask.strip("[]").split(",")] if mask.strip("[]") else []
+    flags = _output_mask(conc, 9 if "group_norm" in op else 7)
     return len(flags) < 3 or flags[1] or flags[2]
+
+
+def _output_mask(concrete: object, i: int) -> list[bool]:
+    """A backward op's output mask, argument ``i`` as the profiler records it (``"[True, False, True]"``): which
+    gradients it computes; empty where it is not recorded."""
+    conc = concrete if isinstance(concrete, list) else []
+    mask = str(conc[i]) if len(conc) > i else ""
+    return [m.strip() == "True" for m in mask.strip("[]").split(",")] if mask.strip("[]") else []
 
 
 def _gemm_from(op: str, shapes: list[list[int]], dt: str, tf32: bool) -> Work | None:

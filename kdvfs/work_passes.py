@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kdvfs.work import NORM_FORWARD_FLOPS, Work, _size
+from kdvfs.work import NORM_FORWARD_FLOPS, Work, _output_mask, _size
 
 __all__ = ["L2_BYTES_MAX", "RESIDENT_BLOCKS_MIN", "group_norm_input_grad", "group_norm_work", "layout_copy_bytes", "layout_direction",
            "layout_tiles", "softmax_split", "spatial_softmax_spills", "spatial_softmax_work"]
@@ -107,9 +107,7 @@ def group_norm_input_grad(op: str, concrete: object) -> bool:
     unrecorded: yes."""
     if "backward" not in op:
         return True
-    conc = concrete if isinstance(concrete, list) else []
-    mask = str(conc[9]) if len(conc) > 9 else ""
-    flags = [m.strip() == "True" for m in mask.strip("[]").split(",")] if mask.strip("[]") else []
+    flags = _output_mask(concrete, 9)
     return not flags or flags[0]
 
 
