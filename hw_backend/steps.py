@@ -36,7 +36,7 @@ MODELS = ("block-bf16", "block-fp32", "gpt2-medium", "llama-0.5b", "bert-large",
           "gpt-neo-125m", "whisper-base", "modernbert-base", "efficientnet-b0", "qwen3-0.6b", "wav2vec2-base",
           "regnet-y-1.6gf", "mobilevit-small", "mixtral-moe", "convbert-base", "segformer-b0", "poolformer-s12",
           "squeezebert", "funnel-base", "nystromformer-base", "levit-256", "xlnet-base", "albert-base", "cvt-13",
-          "pvt-v2-b0")
+          "pvt-v2-b0", "roberta-base", "mpnet-base", "longformer-base", "fnet-base", "convnextv2-tiny")
 
 
 def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tuple[Callable[[], None], dict]:
@@ -174,19 +174,41 @@ def _hf(name: str, torch, small: bool, batch_override: int | None = None) -> tup
                               num_hidden_layers=2 if small else 12, num_attention_heads=4 if small else 12,
                               intermediate_size=256 if small else 3072, vocab_size=30000)
         cls, batch, seq = tf.AlbertForMaskedLM, (2 if small else 32), (64 if small else 512)
+    elif name == "roberta-base":  # RoBERTa-base's shape (BERT's encoder, 50k byte-level vocabulary, learned positions)
+        cfg = tf.RobertaConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                               num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                               vocab_size=50265, max_position_embeddings=514, pad_token_id=1)
+        cls, batch, seq = tf.RobertaForMaskedLM, (2 if small else 16), (64 if small else 512)
+    elif name == "mpnet-base":  # MPNet-base's shape (BERT-like encoder with a relative position bias in every layer)
+        cfg = tf.MPNetConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                             num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                             vocab_size=30527, max_position_embeddings=514, relative_attention_num_buckets=32)
+        cls, batch, seq = tf.MPNetForMaskedLM, (2 if small else 16), (64 if small else 512)
+    elif name == "longformer-base":  # Longformer-base's shape (sliding-window attention in chunks, 512-token window)
+        cfg = tf.LongformerConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                                  num_attention_heads=4 if small else 12, intermediate_size=256 if small else 3072,
+                                  attention_window=32 if small else 512, vocab_size=50265,
+                                  max_position_embeddings=4098, pad_token_id=1)
+        cls, batch, seq = tf.LongformerForMaskedLM, (2 if small else 4), (128 if small else 2048)
+    elif name == "fnet-base":  # FNet-base's shape (token mixing by a 2-D Fourier transform in place of attention)
+        cfg = tf.FNetConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                            intermediate_size=256 if small else 3072, vocab_size=32000, max_position_embeddings=512,
+                            use_tpu_fourier_optimizations=False)
+        cls, batch, seq = tf.FNetForMaskedLM, (2 if small else 32), (64 if small else 512)
     elif name == "wav2vec2-base":  # wav2vec 2.0 base's shape (seven 1-D convolutions over raw audio, 12 layers)
         return _wav2vec2(torch, dev, small, batch_override)
     elif name == "whisper-base":  # Whisper-base's shape (two 1-D convolutions over 80 mel bins, 6 + 6 layers, d 512)
         return _whisper(torch, dev, small, batch_override)
     elif name in ("vit-base", "convnext-tiny", "swin-tiny", "resnet-50", "mobilenet-v2", "efficientnet-b0",
                   "regnet-y-1.6gf", "mobilevit-small", "segformer-b0", "poolformer-s12", "levit-256", "cvt-13",
-                  "pvt-v2-b0"):
+                  "pvt-v2-b0", "convnextv2-tiny"):
         return _vision(name, torch, dev, small, batch_override)
     else:
         raise InputError(f"model {name!r} is not one of {', '.join(MODELS)}")
     if name not in ("bloom-560m", "deberta-base", "gpt-neo-125m", "convbert-base", "squeezebert", "funnel-base",
-                    "nystromformer-base", "xlnet-base"):  # ALiBi, relative, local, conv heads, pooled blocks,
-        # landmarks, two-stream relative attention: no SDPA path
+                    "nystromformer-base", "xlnet-base", "mpnet-base", "longformer-base", "fnet-base"):
+        # ALiBi, relative, local, conv heads, pooled blocks, landmarks, two-stream relative attention, MPNet's relative bias,
+        # sliding-window attention, Fourier mixing: no SDPA path
         cfg._attn_implementation = "sdpa"
     batch = batch_override or batch
     model, g = _built(torch, cls, cfg, dev)
@@ -301,6 +323,11 @@ def _vision(name: str, torch, dev: str, small: bool,
         cfg = tf.PvtV2Config(depths=[1, 1, 1, 1] if small else [2, 2, 2, 2], num_labels=1000)
         size, batch = (64 if small else 224), 128
         cls, seq = tf.PvtV2ForImageClassification, (size // 32) ** 2
+    elif name == "convnextv2-tiny":  # ConvNeXt V2-T (ConvNeXt's blocks with global response normalisation)
+        cfg = tf.ConvNextV2Config(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
+                                  hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)
+        size = 32 if small else 224
+        cls, batch, seq = tf.ConvNextV2ForImageClassification, 128, (size // 32) ** 2
     else:
         cfg = tf.ConvNextConfig(depths=[1, 1, 1, 1] if small else [3, 3, 9, 3],
                                 hidden_sizes=[8, 16, 32, 64] if small else [96, 192, 384, 768], num_labels=1000)

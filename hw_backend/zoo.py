@@ -25,7 +25,7 @@ from kdvfs.work import (
 from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
 __all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "copies_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "light_ops2_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
+           "held_duty_zoo", "light_ops2_zoo", "light_ops3_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
            "top_clock_zoo",
            "warm_cool_zoo"]
 
@@ -657,6 +657,35 @@ def copies_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def light_ops3_zoo() -> tuple[ZooKernel, ...]:
+    """The nineteenth set (session 13, issue 12; measured before that session's softmax and 1 × 1 convolution rules
+    were written, sealed until they were final, checked once, never fitted): the spatial log-softmax and its backward
+    at other class counts, spatial sizes and dtypes than characterization16 and 17 (fp32 at 150 classes, bf16 at 19,
+    a small map that stays in L2), the row softmax at a 1 024-wide fp32 and a 32 000-wide bf16 row, and 1 × 1
+    convolutions forward and backward at a ResNet's 28² stage and a 128-channel 56² map. Each entry is a single call
+    where one lasts milliseconds, else a CUDA-graph replay of about 2–5 ms."""
+    r, f, b = "reduction", "fp32", "bf16"
+    return (
+        ZooKernel("log_softmax_ch_bf16_32x19x512x512_graph8", r, "log_softmax_ch", b, (32, 19, 512, 512), graph=8),
+        ZooKernel("log_softmax_ch_fp32_16x150x256x256_graph4", r, "log_softmax_ch", f, (16, 150, 256, 256), graph=4),
+        ZooKernel("log_softmax_ch_fp32_64x19x256x256_graph8", r, "log_softmax_ch", f, (64, 19, 256, 256), graph=8),
+        ZooKernel("log_softmax_ch_bf16_8x150x512x512_graph4", r, "log_softmax_ch", b, (8, 150, 512, 512), graph=4),
+        ZooKernel("log_softmax_ch_fp32_16x64x128x128_graph32", r, "log_softmax_ch", f, (16, 64, 128, 128), graph=32),
+        ZooKernel("log_softmax_ch_bwd_bf16_16x150x256x256_graph4", r, "log_softmax_ch_bwd", b, (16, 150, 256, 256),
+                  graph=4),
+        ZooKernel("log_softmax_ch_bwd_fp32_16x150x256x256_graph2", r, "log_softmax_ch_bwd", f, (16, 150, 256, 256),
+                  graph=2),
+        ZooKernel("softmax_fp32_32768x1024_graph32", r, "softmax", f, (32768, 1024), graph=32),
+        ZooKernel("softmax_bf16_4096x32000_graph16", r, "softmax", b, (4096, 32000), graph=16),
+        ZooKernel("conv2d_bf16_128x256x28x28_to512_k1_graph64", "gemm", "conv2d", b, (128, 256, 28, 28, 512, 1),
+                  graph=64),
+        ZooKernel("conv2d_bwd_bf16_128x256x28x28_to512_k1_graph32", "gemm", "conv2d_bwd", b,
+                  (128, 256, 28, 28, 512, 1), graph=32),
+        ZooKernel("conv2d_bwd_bf16_32x128x56x56_to128_k1_graph64", "gemm", "conv2d_bwd", b,
+                  (32, 128, 56, 56, 128, 1), graph=64),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -672,7 +701,8 @@ ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": ste
             "top-clock": top_clock_zoo, "attention": attention_zoo, "held-duty": held_duty_zoo, "small": small_zoo,
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
             "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo,
-            "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo, "copies": copies_zoo}
+            "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo, "copies": copies_zoo,
+            "light-ops3": light_ops3_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

@@ -287,7 +287,8 @@ def register(sub, j) -> None:
     sp.add_argument("--warmup", type=float, default=1.0, help="warm-up per kernel, seconds (default 1)")
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
                                                 "attention", "held-duty", "small", "thermal", "warm-cool", "conv",
-                                                "anchor", "tiny-grid", "tiny-grid2", "step-ops", "light-ops2", "copies"],
+                                                "anchor", "tiny-grid", "tiny-grid2", "step-ops", "light-ops2", "copies",
+                                                "light-ops3"],
                     default="all",
                     help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
                          "power, idle), step-shapes (kernels at real training steps' shapes), duty (heavy kernels in "
@@ -305,7 +306,8 @@ def register(sub, j) -> None:
                          "steps12 no other set has, at its shapes: bilinear upsampling, spatial log-softmax, pooling, "
                          "group norm, col2im, 1 × 1 convolutions; not in all), light-ops2 (the step-ops set's ops again at other shapes "
                          "and dtypes; not in all), copies (strided copies: batched and 2-D transposes, channels-last "
-                         "copies; a grouped 1 × 1 convolution; not in all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; add --no-steps to skip the step responses, ~15 s more on a card and minutes on the fake; not in "
+                         "copies; a grouped 1 × 1 convolution; not in all), light-ops3 (spatial log-softmax and its backward, row "
+                         "softmax and 1 × 1 convolutions at other shapes and dtypes; not in all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; add --no-steps to skip the step responses, ~15 s more on a card and minutes on the fake; not in "
                          "all) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
