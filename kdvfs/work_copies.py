@@ -5,24 +5,24 @@ contiguous, ``out.copy_(a.t())``) runs ATen's non-vectorised ``elementwise_kerne
 orders the dimensions by the OUTPUT's strides (``reorder_dimensions``: operand 0 decides) and merges those that are
 contiguous in both operands. Consecutive threads then write consecutive elements, and read elements one source
 stride apart. Every global access moves whole 32-byte sectors (L1 ↔ L2 ↔ DRAM); the L2 holds them in 128-byte
-lines. So each side of the copy touches
+lines. Per side (size: its dtype's bytes; s₀: its stride along the iteration's innermost dimension, in elements):
 
-    sector bytes per element = min(SECTOR_BYTES, |s₀| · size)        (s₀: the side's stride along the iteration's
-                                                                      innermost dimension, in elements; 1: contiguous)
+- a contiguous side (s₀ = 1) reads or writes runs of ``r`` elements (the innermost extent, on through the outer
+  dimensions while the side stays contiguous), starting ``R`` elements apart:
+  ``sector bytes per element = min(⌈r·size / 32⌉·32, R·size) / r`` — the useful ``size`` for a contiguous tensor,
+  more for runs shorter than a sector or ending inside one (a [N, 511] slice of 512-wide rows, a rotary half of 8
+  elements); each sector is fetched once, so DRAM moves the same;
+- a strided side (s₀ > 1) touches ``min(32, s₀·size)`` bytes of sector per element. A sector holds
+  ``k = ⌊32 / (s_c·size)⌋`` used elements (``s_c``: the side's smallest stride, 1 where it has a contiguous
+  dimension), which the iteration reaches one period ``P`` apart (``P``: the product of the iteration extents inside
+  that dimension; for ``[B, L, C] → [B, C, L]`` the next channel, ``P = L``). Between two uses of one of its lines
+  the kernel touches ``W = P · (min(128, s₀·size) + the other side's sector bytes per element)`` of L2 (one line per
+  strided element, least-recently-used replacement). Then
 
-i.e. the useful ``size`` bytes where the side is contiguous, a whole sector per element where its stride is a
-sector or more. The rest of each sector holds the side's neighbours along its own contiguous dimension, which the
-iteration reaches one period ``P`` later (``P`` = the product of the iteration extents inside that dimension: for
-``[B, L, C] → [B, C, L]`` the next channel, ``P = L``). Between two uses of one of those lines the kernel touches
-
-    W = P · (min(LINE_BYTES, |s₀| · size) + sector bytes per element of the other side)
-
-of L2 capacity (one line per strided element, least-recently-used replacement). Where ``W`` fits in the L2 that the
-reading SMs see, the neighbours hit and device memory moves the useful bytes only (the waste stays between the SMs
-and L2); where it does not, every sector is fetched again and the whole sector traffic reaches DRAM:
-
-    dram bytes = useful bytes                      if W ≤ L2 / L2_PARTITIONS
-               = sector bytes (both sides)         otherwise (and where the side has no contiguous dimension at all)
+      DRAM bytes per element = 32 / k                        (each sector fetched once: the useful size where s_c = 1)
+                               if k ≥ 2 and W ≤ L2 / L2_PARTITIONS,
+                             = min(32, s₀·size)              otherwise (the lines leave L2 first, or k = 1):
+                                                               the whole sector traffic reaches DRAM.
 
 The L2 that one SM's reads can use is half the card's: A100, H100 and H200 split the L2 into two partitions, each of
 which caches the data the SMs of its own GPCs access (NVIDIA A100 whitepaper, "L2 cache"), and a copy's neighbouring
@@ -96,8 +96,10 @@ class CopyTraffic:
         write_sector_bytes: bytes of the sectors the writes touch.
         reuse_bytes: ``W``, the L2 a strided side's lines need between two uses (0 where no side is strided).
         l2_bytes: the L2 one partition holds, that ``W`` was compared with.
-        spills: whether the sectors' waste reaches DRAM (``W`` above ``l2_bytes``, or a side with no contiguous
-            dimension, whose sectors' other bytes nothing reads).
+        read_dram_bytes: bytes the reads move from device memory (module docstring).
+        write_dram_bytes: bytes the writes move to device memory.
+        spills: whether a strided side's sectors are fetched once per element (``W`` above ``l2_bytes``, or a side
+            whose sectors hold one used element each).
         source: ``strides`` (from recorded or known strides) or ``tiles`` (cuDNN's tiled conversions).
     """
 
@@ -108,6 +110,8 @@ class CopyTraffic:
     write_sector_bytes: float
     reuse_bytes: float
     l2_bytes: float
+    read_dram_bytes: float
+    write_dram_bytes: float
     spills: bool
     source: str = "strides"
 
@@ -123,8 +127,8 @@ class CopyTraffic:
 
     @property
     def dram_bytes(self) -> float:
-        """Bytes to and from device memory: the sector traffic where it spills, else the useful bytes."""
-        return self.sector_bytes if self.spills else self.useful_bytes
+        """Bytes to and from device memory."""
+        return self.read_dram_bytes + self.write_dram_bytes
 
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
@@ -164,26 +168,32 @@ def _iteration(shape: Sequence[int], dst: Sequence[int], src: Sequence[int]) -> 
     return out
 
 
-def _side(dims: list[tuple[int, int, int]], which: int, size: int) -> tuple[float, int | None, int]:
-    """(sector bytes per element, the period P of the side's contiguous dimension or None where it has none,
-    the side's stride along the innermost dimension) for one side (1: destination, 2: source)."""
+def _side(dims: list[tuple[int, int, int]], which: int, size: int) -> tuple[float, int, int, int]:
+    """One side of the copy (``which`` 1: destination, 2: source): (sector bytes per element, its stride along the
+    innermost dimension ``s₀``, its smallest stride ``s_c`` (1: it has a contiguous dimension), the period ``P``: the
+    iterations inside that dimension)."""
     s0 = dims[0][which]
     if s0 == 1:
         # a contiguous run: the innermost extent, and on through the outer dimensions while the side stays
-        # contiguous across them (a [N, C, 1-pixel] destination is one run); whole sectors, the last partly used
+        # contiguous across them (a [N, C, 1-pixel] destination is one run). Contiguous throughout: the useful bytes.
+        # Else runs start R elements apart: each touches whole sectors (the last partly used), or, where runs are
+        # closer than that, the span between their starts (neighbouring runs share the sector)
         run = dims[0][0]
         for n, a, b in dims[1:]:
-            if (a, b)[which - 1] != run:
-                break
+            nxt = (a, b)[which - 1]
+            if nxt != run:
+                per_run = min(math.ceil(run * size / SECTOR_BYTES) * SECTOR_BYTES, nxt * size)
+                return max(float(size), per_run / run), 1, 1, 1
             run *= n
-        return math.ceil(run * size / SECTOR_BYTES) * SECTOR_BYTES / run, 1, s0
+        return float(size), 1, 1, 1
     per_el = float(min(SECTOR_BYTES, s0 * size))
+    sc = min(d[which] for d in dims)
     period = 1
-    for n, a, b in dims:  # the side's unit-stride dimension, and how many iterations lie inside it
-        if (a, b)[which - 1] == 1:
-            return per_el, period, s0
+    for n, a, b in dims:  # how many iterations lie inside the side's smallest-stride dimension
+        if (a, b)[which - 1] == sc:
+            break
         period *= n
-    return per_el, None, s0
+    return per_el, s0, sc, period
 
 
 def copy_traffic(shape: Sequence[int], dst_strides: Sequence[int], src_strides: Sequence[int], dst_dtype: str,
@@ -195,27 +205,32 @@ def copy_traffic(shape: Sequence[int], dst_strides: Sequence[int], src_strides: 
     so, si = _size(dst_dtype), _size(src_dtype or dst_dtype)
     numel = int(math.prod(int(s) for s in shape))
     part = l2_bytes / L2_PARTITIONS
-    if numel == 0:
-        return CopyTraffic(0, 0.0, 0.0, 0.0, 0.0, 0.0, part, False)
+    rb, wb = float(numel * si), float(numel * so)
     if any(int(n) > 1 and int(s) == 0 for n, s in zip(shape, src_strides)):
         return None  # an expanded source: each distinct element read once is the elementwise rule's count
     dims = _iteration(shape, dst_strides, src_strides)
-    if not dims:
-        return CopyTraffic(numel, float(numel * si), float(numel * so), float(SECTOR_BYTES), float(SECTOR_BYTES), 0.0,
-                           part, False)
-    wr, wp, ws0 = _side(dims, 1, so)
-    rd, rp, rs0 = _side(dims, 2, si)
-    spills, reuse = False, 0.0
-    for period, s0, size, other in ((rp, rs0, si, wr), (wp, ws0, so, rd)):
-        if s0 == 1:
+    if not dims:  # one element (or none): a sector each way; DRAM counted as the useful bytes, as for any coalesced side
+        sec = float(SECTOR_BYTES if numel else 0)
+        return CopyTraffic(numel, rb, wb, sec, sec, 0.0, part, rb, wb, False)
+    sides = {w: _side(dims, w, sz) for w, sz in ((1, so), (2, si))}
+    dram, reuse, spills = {}, 0.0, False
+    for w, sz in ((1, so), (2, si)):
+        per_el, s0, sc, period = sides[w]
+        if s0 == 1:  # coalesced: its sectors, each fetched once (the useful bytes but for short runs' partial sectors)
+            dram[w] = numel * per_el
             continue
-        if period is None:  # no unit-stride dimension: the sectors' other bytes are never read
-            spills = True
+        k = SECTOR_BYTES // (sc * sz)  # used elements per sector, reached one period apart
+        if k <= 1:  # one used element per sector: each is fetched for that element alone
+            dram[w], spills = numel * per_el, True
             continue
-        w = period * (min(LINE_BYTES, s0 * size) + other)
-        reuse = max(reuse, float(w))
-        spills = spills or w > part
-    return CopyTraffic(numel, float(numel * si), float(numel * so), numel * rd, numel * wr, reuse, part, spills)
+        other = sides[3 - w][0]
+        ws = period * (min(LINE_BYTES, s0 * sz) + other)
+        reuse = max(reuse, float(ws))
+        if ws > part:  # the lines leave L2 before the period is over: every sector fetched again
+            dram[w], spills = numel * per_el, True
+        else:  # each sector fetched once (its unused bytes, where s_c > 1, with it)
+            dram[w] = numel * SECTOR_BYTES / k
+    return CopyTraffic(numel, rb, wb, numel * sides[2][0], numel * sides[1][0], reuse, part, dram[2], dram[1], spills)
 
 
 def copy_traffic_work(traffic: CopyTraffic, dtype: str, source: str = "shapes") -> Work:
@@ -248,5 +263,6 @@ def layout_copy_traffic(shape: Sequence[int], dtype: str, *, l2_bytes: float = L
     numel = n * c * hw
     nchw = n * _tile_side_sectors(hw, c, size) * SECTOR_BYTES
     nhwc = n * _tile_side_sectors(c, hw, size) * SECTOR_BYTES
-    return CopyTraffic(numel, float(numel * size), float(numel * size), float(nchw), float(nhwc), 0.0,
-                       l2_bytes / L2_PARTITIONS, False, "tiles")
+    useful = float(numel * size)
+    return CopyTraffic(numel, useful, useful, float(nchw), float(nhwc), 0.0, l2_bytes / L2_PARTITIONS, useful, useful,
+                       False, "tiles")
