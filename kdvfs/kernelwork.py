@@ -180,8 +180,9 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
 
 def _layout_copy(k, o: Mapping) -> Work | None:
     """The work of one of cuDNN's layout-conversion kernels (``nchwToNhwcKernel``/``nhwcToNchwKernel``) that a
-    convolution op launched: no FLOPs, a copy of the tensor it converts (``kdvfs.work_passes.layout_copy_bytes``, the
-    tensor found by the kernel's grid among the op's operands and its output). Before (session 11) they took a share of
+    convolution op launched: no FLOPs, a copy of the tensor it converts (the tensor found by the kernel's grid among
+    the op's operands and its output, ``kdvfs.work_passes.layout_tiles``), priced by the stride rule for tiled
+    conversions (``kdvfs.work_copies.layout_copy_traffic``: one read and one write reach DRAM). Before (session 11) they took a share of
     the op's bytes by duration, the GEMM's operands once: characterization16's 1 × 1 convolution spent 68 % of its time
     in them, so they moved the GEMM's bytes, where they copy the input and the output. ``None`` for other kernels, for
     other ops, and without a grid (then the split by duration, as before)."""

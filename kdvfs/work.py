@@ -389,7 +389,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
         concrete: ``args["Concrete Inputs"]`` (scalar arguments as strings): gives attention's ``is_causal``.
         strides: ``args["Input Strides"]``: an operand broadcast along a dimension (stride 0, an ``expand``) is read
-            once per distinct element, not once per element of its shape.
+            once per distinct element, not once per element of its shape; a ``copy_`` between operands of different
+            strides moves what ``kdvfs.work_copies.copy_traffic`` says reaches DRAM.
     """
     shapes = _shape_list(dims)
     tl = types if isinstance(types, list) else []

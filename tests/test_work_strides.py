@@ -153,3 +153,28 @@ def test_the_importer_prices_cudnn_conversions_by_the_rule():
                                                        "Input type": [B, B]}}
     w = _layout_copy(k, op)
     assert w is not None and w.bytes == layout_copy_traffic((128, 320, 14, 14), "bf16").dram_bytes
+
+
+def test_the_per_entry_check_is_calibrate_h200s_with_time_and_energy():
+    """``scripts.h200_copies --check`` (the command for a sealed characterisation file) gives each entry the clock and
+    power ``kdvfs calibrate-h200 --check`` gives it, and its time and energy per invocation beside them."""
+    import json
+    from pathlib import Path
+
+    from kdvfs.calibrate_h200 import check_h200_fit
+    from simulator.h200_copies import zoo_check
+
+    root = Path(__file__).resolve().parents[1]
+    fit = json.loads((root / "traces/h200.fit.json").read_text())
+    data = [str(root / "validation/h200/characterization/characterization17.json.gz")]
+    mine = zoo_check(fit, data)
+    ref = check_h200_fit(fit, data)["check"]
+    assert [(o["name"], o["predicted_sm_mhz"], o["predicted_power_w"], o["meets_both"]) for o in mine["per_kernel"]] \
+        == [(o["name"], o["predicted_sm_mhz"], o["predicted_power_w"], o["meets_both"]) for o in ref["per_kernel"]]
+    assert mine["meet_both"] == ref["meet_both"]
+    for o in mine["per_kernel"]:
+        assert o["measured_energy_mj"] == pytest.approx(o["measured_power_w"] * o["measured_time_us"] * 1e-3, rel=1e-3)
+        assert o["predicted_energy_mj"] == pytest.approx(o["predicted_power_w"] * o["predicted_time_us"] * 1e-6,
+                                                         rel=1e-3)
+        if o["predicted_sm_mhz"] == o["measured_sm_mhz"]:  # at the measured clock the model takes the measured time
+            assert o["time_error_pct"] == pytest.approx(0.0, abs=0.01)
