@@ -174,7 +174,7 @@ def test_the_per_entry_check_is_calibrate_h200s_with_time_and_energy():
     assert mine["meet_both"] == ref["meet_both"]
     for o in mine["per_kernel"]:
         assert o["measured_energy_mj"] == pytest.approx(o["measured_power_w"] * o["measured_time_us"] * 1e-3, rel=1e-3)
-        assert o["predicted_energy_mj"] == pytest.approx(o["predicted_power_w"] * o["predicted_time_us"] * 1e-6,
+        assert o["predicted_energy_mj"] == pytest.approx(o["predicted_power_w"] * o["predicted_time_us"] * 1e-3,
                                                          rel=1e-3)
         if o["predicted_sm_mhz"] == o["measured_sm_mhz"]:  # at the measured clock the model takes the measured time
             assert o["time_error_pct"] == pytest.approx(0.0, abs=0.01)
