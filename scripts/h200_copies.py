@@ -5,6 +5,8 @@ copy row of the measured zoo files, measured against predicted with the useful b
 ``python -m scripts.h200_copies --check FILE [--fit traces/h200.fit.json] -o OUT``: each entry of a characterisation
 file against the fit, clock, power, time and energy (measured, predicted, error), printed one line per entry and
 written to OUT.
+``python -m scripts.h200_copies --rates TRACE [TRACE ...] -o OUT``: the strided copies of recorded steps, their
+useful, sector and DRAM rates over their measured kernel time.
 """
 
 import argparse
@@ -13,7 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from simulator.h200_copies import copies_diagnosis, zoo_check
+from simulator.h200_copies import copies_diagnosis, step_copy_rates, zoo_check
 
 
 def main(argv=None) -> int:
@@ -23,9 +25,24 @@ def main(argv=None) -> int:
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--diagnose", metavar="FIT", help="write the copy rows' diagnosis against this fit document")
     g.add_argument("--check", metavar="FILE", help="check this characterisation file against --fit, per entry")
+    g.add_argument("--rates", metavar="TRACE", nargs="+", help="the strided copies' rates in these Kineto traces")
     a = ap.parse_args(argv)
     cmd = " ".join(["python -m scripts.h200_copies", *map(shlex.quote, argv if argv is not None else sys.argv[1:])])
     root = Path(__file__).resolve().parents[1]
+    if a.rates:
+        missing = [t for t in a.rates if not Path(t).is_file()]
+        if missing:
+            ap.error(f"--rates {missing[0]!r} is not a file; give Kineto traces recorded with record_shapes=True")
+        doc = {"command": cmd, "traces": {t: step_copy_rates(t) for t in a.rates}}
+        for t, rows in doc["traces"].items():
+            print(t)
+            for r in rows:
+                print(f"  {r['ops']:6.1f}x {r['shape']:22s} {r['dtypes']:32s} {r['us_per_op']:9.1f} us  useful "
+                      f"{r['useful_tbs']:5.2f}  sectors {r['sector_tbs']:5.2f}  DRAM {r['dram_tbs']:5.2f} TB/s  "
+                      f"W {r['reuse_mb']:.2f} MB")
+        Path(a.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+        return 0
     fit_path = a.diagnose or a.fit
     if not Path(fit_path).is_file():
         ap.error(f"the fit {fit_path!r} is not a file; give a kdvfs-h200-fit/1 document such as traces/h200.fit.json")

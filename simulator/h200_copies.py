@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["COPY_FILES", "copies_diagnosis", "copy_rule_of", "zoo_check"]
+__all__ = ["COPY_FILES", "copies_diagnosis", "copy_rule_of", "step_copy_rates", "zoo_check"]
 
 COPY_FILES = tuple(f"validation/h200/characterization/characterization{s}.json.gz"
                    for s in ("", "5", "8", "16", "17", "17b", "17c"))
@@ -24,6 +24,53 @@ fp32 copy, cast and transpose; characterization8's small transpose; characteriza
 copies, 17 on three cards)."""
 
 _COPY_OPS = ("copy", "transpose", "copy_nhwc", "cast")
+
+
+def step_copy_rates(trace: str | Path, top: int = 8) -> list[dict]:
+    """The strided copies of a recorded step (a Kineto trace with ``Input Strides``): for each ``aten::copy_`` shape
+    and stride pair whose sectors exceed its useful bytes by more than 5 %, how often it ran, its kernels' mean time
+    per op, and the useful, sector (``kdvfs.work_copies``) and DRAM rates over that time; the ``top`` by total time.
+    An op's bytes are split evenly over the kernels it launched. A measured rate to set beside the zoo's, not a fit."""
+    import gzip
+    import json
+    from collections import Counter
+
+    from kdvfs.work import torch_dtype_name
+    from kdvfs.work_copies import copy_traffic
+
+    p = Path(trace)
+    with (gzip.open(p, "rt") if p.suffix == ".gz" else p.open()) as f:
+        ev = json.load(f).get("traceEvents", [])
+    ops = {(e.get("args") or {}).get("External id"): e for e in ev
+           if e.get("cat") == "cpu_op" and e.get("name") == "aten::copy_"}
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    per_op = Counter((e.get("args") or {}).get("External id") for e in kernels)
+    agg: dict[tuple, list[float]] = {}
+    for e in kernels:
+        xid = (e.get("args") or {}).get("External id")
+        o = ops.get(xid)
+        if o is None:
+            continue
+        a = o.get("args") or {}
+        dims, st, ty = a.get("Input Dims"), a.get("Input Strides"), a.get("Input type")
+        if not (isinstance(dims, list) and isinstance(st, list) and isinstance(ty, list)) or len(dims) < 2 \
+                or len(st) < 2 or len(ty) < 2 or dims[0] != dims[1]:
+            continue
+        tr = copy_traffic(dims[0], st[0], st[1], torch_dtype_name(ty[0]) or "fp32", torch_dtype_name(ty[1]) or "fp32")
+        if tr is None or tr.sector_bytes <= 1.05 * tr.useful_bytes:
+            continue
+        m = per_op[xid]
+        g = agg.setdefault((json.dumps(dims[0]), json.dumps(st[:2]), str(ty[0]), str(ty[1])), [0.0] * 6)
+        for i, v in enumerate((1 / m, float(e["dur"]) * 1e-6, tr.useful_bytes / m, tr.sector_bytes / m,
+                               tr.dram_bytes / m, tr.reuse_bytes / m)):
+            g[i] += v
+    out = []
+    for (shape, strides, t_dst, t_src), (n, t, u, sec, dram, w) in sorted(agg.items(), key=lambda x: -x[1][1])[:top]:
+        out.append({"shape": shape, "strides": strides, "dtypes": f"{t_dst} <- {t_src}", "ops": round(n, 2),
+                    "us_per_op": round(1e6 * t / n, 2), "useful_tbs": round(u / t / 1e12, 3),
+                    "sector_tbs": round(sec / t / 1e12, 3), "dram_tbs": round(dram / t / 1e12, 3),
+                    "reuse_mb": round(w / n / 1e6, 3)})
+    return out
 
 
 def copy_rule_of(name: str):

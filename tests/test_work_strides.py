@@ -178,3 +178,23 @@ def test_the_per_entry_check_is_calibrate_h200s_with_time_and_energy():
                                                          rel=1e-3)
         if o["predicted_sm_mhz"] == o["measured_sm_mhz"]:  # at the measured clock the model takes the measured time
             assert o["time_error_pct"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_step_copy_rates_split_an_op_over_its_kernels(tmp_path):
+    import json
+
+    from simulator.h200_copies import step_copy_rates
+
+    s = (16, 150, 512, 512)
+    op = {"cat": "cpu_op", "name": "aten::copy_", "ts": 0, "dur": 10,
+          "args": {"External id": 7, "Input Dims": [list(s), list(s), []], "Input type": [F, F, "Scalar"],
+                   "Input Strides": [contiguous_strides(s), channels_last_strides(s), []]}}
+    ks = [{"cat": "kernel", "name": "elementwise_kernel", "ts": 1 + i, "dur": 2958.0, "args": {"External id": 7}}
+          for i in range(2)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [op, *ks]}))
+    (r,) = step_copy_rates(p)
+    tr = copy_traffic(s, contiguous_strides(s), channels_last_strides(s), "fp32")
+    assert r["ops"] == 1 and r["us_per_op"] == pytest.approx(5916.0)
+    assert r["sector_tbs"] == pytest.approx(tr.sector_bytes / 5916e-6 / 1e12, abs=1e-3)
+    assert r["dram_tbs"] == r["sector_tbs"]  # it spills
