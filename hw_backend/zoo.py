@@ -15,12 +15,19 @@ from kdvfs.work import (
     MAX_REDUCTION_FLOPS,
     Work,
     attention_work,
-    copy_work,
     elementwise_work,
     gemm_work,
     norm_work,
     reduction_work,
     softmax_work,
+)
+from kdvfs.work_copies import (
+    CopyTraffic,
+    channels_last_strides,
+    contiguous_strides,
+    copy_traffic,
+    copy_traffic_work,
+    transpose_strides,
 )
 from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
@@ -84,6 +91,22 @@ class ZooKernel:
         g = max(1, self.graph)
         return w if g == 1 else Work(w.flops * g, w.bytes * g, w.dtype, w.tensor)
 
+    def copy_traffic(self) -> CopyTraffic | None:
+        """What a copy entry moves by the stride rule (``kdvfs.work_copies.copy_traffic``) from the strides its
+        operands have when ``hw_backend.zoo_torch`` runs it: ``copy`` and ``cast`` contiguous to contiguous,
+        ``transpose`` ``c.copy_(a.t())`` (``c`` contiguous, ``shape`` = ``a``'s), ``copy_nhwc`` a channels-last
+        (N, C, H, W) tensor to a contiguous one; None for other ops. One launch (a graph replay runs ``graph``)."""
+        s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
+        if self.op in ("copy", "cast"):
+            out = ("bf16" if d == "fp32" else "fp32") if self.op == "cast" else d
+            return copy_traffic(s, contiguous_strides(s), contiguous_strides(s), out, d)
+        if self.op == "transpose":
+            view = (s[1], s[0])
+            return copy_traffic(view, contiguous_strides(view), transpose_strides(s[0], s[1]), d)
+        if self.op == "copy_nhwc":
+            return copy_traffic(s, contiguous_strides(s), channels_last_strides(s), d)
+        return None
+
     def _work1(self) -> Work:
         s, d = self.shape, ("fp32" if self.dtype == "tf32" else self.dtype)
         n = int(np.prod(s))
@@ -110,10 +133,12 @@ class ZooKernel:
             return norm_work(n, d, rms=self.op == "rms_norm")
         if self.op == "softmax":
             return softmax_work(n, d, row=s[-1])
-        if self.op in ("copy", "transpose"):
-            return copy_work(n, d)
-        if self.op == "cast":  # 16-bit up to fp32, fp32 down to bf16 (autocast's weight casts)
-            return copy_work(n, d, out_dtype="bf16" if d == "fp32" else "fp32")
+        if self.op in ("copy", "transpose", "cast", "copy_nhwc"):  # the stride rule, as the importer prices copy_
+            tr = self.copy_traffic()
+            if tr is None:
+                raise InputError(f"zoo kernel {self.name!r}: the stride rule (kdvfs.work_copies) cannot describe a "
+                                 f"{self.op} of shape {s}; give a shape of positive sizes")
+            return copy_traffic_work(tr, d)
         if self.op == "fill":
             return Work(0.0, float(n * 2 if d in ("bf16", "fp16") else n * 4), d, False)
         if self.op in ("dwconv", "dwconv_bwd"):  # depthwise k × k, "same" padding: shape (N, C, H, W, k[, stride])
@@ -154,7 +179,7 @@ _STEP_OPS = ("upsample_bilinear", "upsample_bilinear_bwd", "log_softmax_ch", "lo
 
 def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
     """The work of the ``step-ops`` set's ops, from their arithmetic: the importer's own formulas (upsampling,
-    pooling windows and col2im from ``kdvfs.work_ops``; ``softmax_work``, ``norm_work``, ``copy_work``; the dense
+    pooling windows and col2im from ``kdvfs.work_ops``; ``softmax_work``, ``norm_work``; the dense
     convolution as ``_conv_work`` counts it), one definition for the zoo and the traces."""
     if op in ("upsample_bilinear", "upsample_bilinear_bwd"):  # (N, C, h, w, scale): h × w up to (h·scale) × (w·scale)
         nb, c, h, w, sc = s
@@ -164,8 +189,6 @@ def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
         from kdvfs.work_passes import spatial_softmax_work
 
         return spatial_softmax_work(s[0], s[1], int(np.prod(s[2:])), d, backward=op.endswith("_bwd"), log=True)
-    if op == "copy_nhwc":  # (N, C, H, W) channels-last to contiguous: one read, one write
-        return copy_work(int(np.prod(s)), d)
     if op in ("avg_pool2d", "avg_pool2d_bwd"):  # (N, C, H, W, k): k × k window, stride 1, padding k // 2
         n, kk = int(np.prod(s[:4])), s[4]
         return avg_pool_work(n, n, kk * kk, d, backward=op == "avg_pool2d_bwd")

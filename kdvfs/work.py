@@ -389,7 +389,8 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
         autocast_dtype: dtype the op computes in when its inputs are fp32 under autocast, if known.
         concrete: ``args["Concrete Inputs"]`` (scalar arguments as strings): gives attention's ``is_causal``.
         strides: ``args["Input Strides"]``: an operand broadcast along a dimension (stride 0, an ``expand``) is read
-            once per distinct element, not once per element of its shape.
+            once per distinct element, not once per element of its shape; a ``copy_`` between operands of different
+            strides moves what ``kdvfs.work_copies.copy_traffic`` says reaches DRAM.
     """
     shapes = _shape_list(dims)
     tl = types if isinstance(types, list) else []
@@ -473,6 +474,15 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
                     dt, False, "shapes")
     if rule == "copy" and full == "aten::copy_" and len(dts) >= 2:  # copy_(dst, src): a cast when the dtypes differ
         n = _numel(shapes[0])
+        st_dst, st_src = _stride_of(strides, 0), _stride_of(strides, 1)
+        if n and st_dst is not None and st_src is not None and len(shapes) > 1 and shapes[1] == shapes[0]:
+            # both operands' strides recorded: what the copy moves through DRAM from them (kdvfs.work_copies; a
+            # layout change whose lines leave L2 before their neighbours are read moves whole sectors)
+            from kdvfs.work_copies import copy_traffic, copy_traffic_work
+
+            tr = copy_traffic(shapes[0], st_dst, st_src, dts[0] or dt, dts[1] or dt)
+            if tr is not None:
+                return copy_traffic_work(tr, dts[1] or dt)
         return copy_work(n, dts[1] or dt, out_dtype=dts[0] or dt) if n else None
     if rule == "copy" and full in ("aten::cat", "aten::stack") and isinstance(dims, list) and dims and isinstance(dims[0], list) \
             and dims[0] and all(isinstance(x, list) for x in dims[0]):

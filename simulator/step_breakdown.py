@@ -288,6 +288,17 @@ def association(rows: list[dict], share: str, error: str = "kernel_error_pct") -
             "mean_error_at_or_below_median_pct": float(lo.mean()) if lo.size else None}
 
 
+def _traced_strides(k) -> list | None:
+    """The ``Input Strides`` the steps12 traces recorded with a ``step-ops`` entry's op, where the importer reads
+    them: the channels-last copy's ``copy_(contiguous, channels-last)`` (SegFormer's loss head at [4, 150, 512, 512]:
+    [[39321600, 262144, 512, 1], [39321600, 1, 76800, 150], []])."""
+    if k.op != "copy_nhwc":
+        return None
+    from kdvfs.work_copies import channels_last_strides, contiguous_strides
+
+    return [contiguous_strides(k.shape), channels_last_strides(k.shape), []]
+
+
 def _as_traced(k) -> tuple[str, list, list, list | None]:
     """The aten op, ``Input Dims``, ``Input type`` and ``Concrete Inputs`` with which the steps12 traces recorded a
     ``step-ops`` zoo entry's op (one launch), so that the importer's pricing of it can be set beside the entry's."""
@@ -347,7 +358,7 @@ def step_ops_pricing() -> list[dict]:
         w = k.work
         g = max(1, k.graph)
         op, dims, types, conc = _as_traced(k)
-        iw = _work.op_work(op, dims, types, concrete=conc, backward=op.endswith("_backward"))
+        iw = _work.op_work(op, dims, types, concrete=conc, backward=op.endswith("_backward"), strides=_traced_strides(k))
         zf, zb = w.flops / g, w.bytes / g
         row: dict = {"entry": k.name, "op": op, "family": op_family(op), "zoo_flops": zf, "zoo_bytes": zb,
                      "importer_flops": iw.flops if iw else None, "importer_bytes": iw.bytes if iw else None}

@@ -14,13 +14,15 @@ from kdvfs.work import op_rule, op_work
 # later are not pinned here. step-ops re-pinned in session 12's second part (helper i12r, tests/test_work12r.py): its
 # spatial log-softmax (3 reads + 1 write; backward 2 + 1 + 1), group norm forward (3 passes) and 1 × 1 convolution
 # forward (cuDNN's two layout copies) now count the passes their kernels make (kdvfs.work_passes); at cdb7e83 it was
-# 351c199eb0a5c5d9.
+# 351c199eb0a5c5d9. step-ops re-pinned in session 13 (helper i13a, tests/test_work_strides.py): its channels-last copy's
+# bytes come from the stride rule (kdvfs.work_copies: whole sectors reach DRAM), the one entry of any set that changes;
+# before it, 08c6a0cd8b0bdf22.
 _ZOO_DIGESTS = {
     "base": "130645b1ffc586ae", "cache-gaps": "2b1440e62cc7f0be", "step-shapes": "8c367f8e47666222",
     "duty": "8ee1d920a6208dca", "top-clock": "cf3653ecdb9a23c4", "attention": "a34e6a1a58e130b8",
     "held-duty": "8702b8d745aedb4e", "small": "85eaef1f017b1d42", "thermal": "7ce449e741166c4e",
     "warm-cool": "405651701a2b9908", "conv": "dfeedc85fe025440", "anchor": "b6e98aae71d5ed34",
-    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "08c6a0cd8b0bdf22",
+    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "8bf94012f8a8bed9",
 }
 
 
