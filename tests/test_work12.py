@@ -14,13 +14,16 @@ from kdvfs.work import op_rule, op_work
 # later are not pinned here. step-ops re-pinned in session 12's second part (helper i12r, tests/test_work12r.py): its
 # spatial log-softmax (3 reads + 1 write; backward 2 + 1 + 1), group norm forward (3 passes) and 1 × 1 convolution
 # forward (cuDNN's two layout copies) now count the passes their kernels make (kdvfs.work_passes); at cdb7e83 it was
-# 351c199eb0a5c5d9.
+# 351c199eb0a5c5d9. Re-pinned in session 13 (helper i13b, tests/test_work13b.py): the spatial log-softmax's re-reads
+# count the L2 curve's share at its resident blocks' columns (kdvfs.work_passes.spatial_softmax_reread_share) and the
+# 1 × 1 convolution backward counts every kernel it ran (kdvfs.work_conv.conv_backward_work); at 5bb42c0 it was
+# 08c6a0cd8b0bdf22. Every other set's digest is unchanged.
 _ZOO_DIGESTS = {
     "base": "130645b1ffc586ae", "cache-gaps": "2b1440e62cc7f0be", "step-shapes": "8c367f8e47666222",
     "duty": "8ee1d920a6208dca", "top-clock": "cf3653ecdb9a23c4", "attention": "a34e6a1a58e130b8",
     "held-duty": "8702b8d745aedb4e", "small": "85eaef1f017b1d42", "thermal": "7ce449e741166c4e",
     "warm-cool": "405651701a2b9908", "conv": "dfeedc85fe025440", "anchor": "b6e98aae71d5ed34",
-    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "08c6a0cd8b0bdf22",
+    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "330137a3777010a1",
 }
 
 
@@ -150,14 +153,14 @@ def test_softmax_row_is_the_reduced_dimension():
     SegFormer's along 150 classes of 512² positions spills, tests/test_work12r.py.)"""
     w = op_work("aten::_log_softmax", [[8, 32000, 4], [], []], [F, "Scalar", "Scalar"], concrete=["", "1", "False"])
     n = 8 * 32000 * 4
-    assert w.bytes == 2.0 * 4 * n
+    assert w.bytes == pytest.approx(2.0 * 4 * n, rel=1e-3)  # (session 13: the L2 curve, 0.1 % of a re-read)
     assert op_work("aten::_log_softmax", [[8, 4, 32000], [], []], [F, "Scalar", "Scalar"],
                    concrete=["", "-1", "False"]).bytes == 4.0 * 4 * n  # the long row along the last dimension
     last = op_work("aten::_log_softmax", [[8, 32000, 4], [], []], [F, "Scalar", "Scalar"], concrete=["", "-1", "False"])
     assert last.bytes == 2.0 * 4 * n
     bwd = op_work("aten::_log_softmax_backward_data", [[8, 32000, 4], [8, 32000, 4], [], []], [F, F, "Scalar", "Scalar"],
                   concrete=["", "", "1", "6"])
-    assert bwd.bytes == 3.0 * 4 * n  # the spatial backward, its columns in L2: the gradient, the output, the result
+    assert bwd.bytes == pytest.approx(3.0 * 4 * n, rel=2e-3)  # the spatial backward, its columns in L2 (0.3 % of a re-read)
 
 
 @pytest.mark.parametrize("op,dims,conc", [
@@ -201,6 +204,12 @@ def test_zoo_and_importer_price_the_step_ops_alike():
         # cuDNN's NCHW ↔ NHWC copies around the 1 × 1 forward are priced on their own kernels by the importer
         # (kdvfs.kernelwork._layout_copy, by grid), not in the zoo entry's one Work (the GEMM's): the op's GEMM
         # kernel gets the same bytes in both
+        if r["op"] == "aten::convolution_backward":
+            # session 13: the zoo row is every kernel the op ran (kdvfs.work_conv.conv_backward_work: the wgrad's
+            # partials and their reduction, the bias's sum), which the importer prices kernel by kernel, not in the
+            # op's one Work: their agreement is tests/test_work13b.py's, kernel by kernel
+            assert r["importer_bytes"] < r["zoo_bytes"], r["entry"]
+            continue
         assert r["importer_bytes"] / r["zoo_bytes"] == pytest.approx(1.0), r["entry"]
         if r["zoo_flops"]:
             assert r["flops_ratio"] == pytest.approx(1.0), r["entry"]
