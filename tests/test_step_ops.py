@@ -32,7 +32,8 @@ def test_step_ops_set_is_new_and_sized_from_arithmetic():
     n = 16 * 150 * 512 * 512
     # session 12 (i12r): the spatial backward's passes over memory, 2 + 1 reads + 1 write (kdvfs.work_passes), where
     # softmax_work's last-dimension count is 3 accesses
-    assert by["log_softmax_ch_bwd"].work.bytes == 4 * 4.0 * n
+    # (session 13: the re-read's share from device memory by the L2 curve, 0.9996 here: tests/test_work13b.py)
+    assert by["log_softmax_ch_bwd"].work.bytes == pytest.approx(4 * 4.0 * n, rel=1e-3)
     assert by["log_softmax_ch_bwd"].work.flops == softmax_work(n, "fp32", row=150, backward=True, log=True).flops
     assert by["copy_nhwc"].work == copy_work(n, "fp32")
     g = by["group_norm_bwd"]
@@ -159,6 +160,11 @@ def test_step_ops_pricing_sets_the_importer_beside_the_zoo():
     assert rows["upsample_bilinear"]["family"] == "upsample" and rows["col2im"]["family"] == "fold"
     for name in ("upsample_bilinear", "avg_pool2d_bwd", "log_softmax_ch", "group_norm_bwd", "conv2d_bwd"):
         assert rows[name]["family"] != "generic"
+        if name == "conv2d_bwd":
+            # session 13: the zoo entry is every kernel the op ran (kdvfs.work_conv), the importer prices them kernel
+            # by kernel, not in the op's one Work: tests/test_work13b.py checks the two agree, kernel by kernel
+            assert rows[name]["flops_ratio"] == pytest.approx(1.0) and rows[name]["bytes_ratio"] < 1.0
+            continue
         assert rows[name]["bytes_ratio"] == pytest.approx(1.0) and rows[name]["flops_ratio"] == pytest.approx(1.0)
 
 

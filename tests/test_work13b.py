@@ -149,6 +149,29 @@ def test_importer_and_zoo_price_the_1x1_backward_alike():
     assert bias.bytes == 2.0 * (64 * 256 * 56 * 56 + 256)
 
 
+def test_importer_and_zoo_price_characterization16s_1x1_backward_alike():
+    """The step-ops entry ([128, 320, 14²] → 1280) ran cuDNN's per-image CUTLASS GEMMs (the wgrad on [20, 1, 128]:
+    128 partials), reduce_wgrad_nchw_helper and the bias's sum: the importer's kernels sum to the entry's work."""
+    from hw_backend.zoo import ZOO_SETS
+    from kdvfs.kernelwork import kernel_work
+
+    g, x, w = (128, 1280, 14, 14), (128, 320, 14, 14), (1280, 320, 1, 1)
+    ks = [Kernel("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nt_align2>", "gemm",
+                 133e-6, grid=(3, 1, 128), block=(256, 1, 1)),
+          Kernel("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_128x256_64x3_tn_align2>", "gemm", 212e-6,
+                 grid=(20, 1, 128), block=(256, 1, 1)),
+          Kernel("void cudnn::cnn::reduce_wgrad_nchw_helper<float, __nv_bfloat16>(void*, void const*, float, int, int)",
+                 "reduction", 57e-6, grid=(3200, 1, 1), block=(128, 1, 1)),
+          Kernel("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::func_wrapper_t"
+                 "<c10::BFloat16, at::native::sum_functor<c10::BFloat16, float, c10::BFloat16>>>>", "reduction", 57e-6,
+                 grid=(1280, 1, 1), block=(32, 16, 1))]
+    out = kernel_work(ks, [{"args": {"External id": 9}}] * len(ks), {9: [_conv_bwd_op(g, x, w)]})
+    zoo = {k.name: k for k in ZOO_SETS["step-ops"]()}["conv2d_bwd_bf16_128x320x14x14_to1280_k1_graph16"].work
+    assert sum(k.bytes for k in out) == pytest.approx(zoo.bytes / 16, rel=1e-12)
+    assert out[0].flops + out[1].flops == pytest.approx(zoo.flops / 16)
+    assert out[2].bytes == 128 * 1280 * 320 * 4.0 + 2.0 * 1280 * 320  # z = 128 partials read, dw written
+
+
 def test_split_k_partials_come_from_the_wgrads_grid():
     """CUTLASS's split-K wgrad (SqueezeBERT: ImplicitGemmConvolution on grid [4, 1, 18], then ReduceSplitK): 18
     fp32 partials of the weights."""

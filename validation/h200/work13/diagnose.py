@@ -50,7 +50,6 @@ def main() -> int:
     from simulator.h200_lightfit import light_diagnosis
 
     fit = json.loads((ROOT / "traces/h200.fit.json").read_text())
-    char = ROOT / "validation/h200/characterization"
     diag = light_diagnosis(ROOT, fit, files=[str(Path("validation/h200/characterization") / f) for f in FILES])
     out = []
     for f, ents in diag["entries"].items():
