@@ -122,7 +122,7 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
     # (``kdvfs.work_conv``): no share of the op's work by duration
     from kdvfs.work_conv import conv_backward_kernel_works
 
-    by_role = conv_backward_kernel_works(kernels, op_for)
+    by_role = conv_backward_kernel_works(kernels, op_for, tf32=tf32)
     # total duration of the kernels each op launched, for the split (bytes; less the conversions priced as copies);
     # and of those that compute (FLOPs)
     dur_of_op: dict[int, float] = {}

@@ -116,7 +116,8 @@ def _threads(grid: Sequence[int] | None, block: Sequence[int] | None) -> int:
         return 1
 
 
-def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | None]) -> dict[int, Work | None]:
+def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | None], *,
+                               tf32: bool = False) -> dict[int, Work | None]:
     """Each kernel's work (index → ``Work``) for the ``convolution_backward`` ops whose kernels include a wgrad
     reduction, a workspace initialisation or the bias's sum (``conv_backward_role``): the ops whose split by duration
     gave those kernels the GEMMs' FLOPs. Layout conversions are left out (``kdvfs.kernelwork._layout_copy`` prices
@@ -124,7 +125,8 @@ def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | Non
     (the wgrad's with the partials it writes): kernels whose names say ``dgrad`` or ``wgrad`` their own part by
     duration where both are named, else all of them both parts by duration. ``kernels``: objects with ``name``,
     ``time_s``, ``grid`` and ``block``; ``op_for``: each kernel's launching op event (``kdvfs.kernelwork.op_of_kernel``).
-    Ops whose shapes are not understood are left out (the split by duration stays)."""
+    Ops whose shapes are not understood are left out (the split by duration stays). ``tf32``: fp32 GEMMs run on tf32
+    tensor cores (as ``kdvfs.work.op_work`` takes it)."""
     by_op: dict[int, list[int]] = {}
     ops: dict[int, Mapping] = {}
     for i, o in enumerate(op_for):
@@ -150,8 +152,9 @@ def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | Non
         reduce = [i for i in idx if roles[i] == "wgrad_reduce"]
         z = max((_grid_z(kernels[i].grid) for i in gemm), default=1)
         partials = (z if z > 1 else int(g[0])) if reduce else 0
-        parts = conv_backward_parts(g, x, w, dt, mask=mask, partials=partials,
-                                    tensor=dt in ("bf16", "fp16"))
+        gd = "tf32" if (dt == "fp32" and tf32) else dt  # the GEMMs' math, as kdvfs.work._conv_from has it
+        parts = conv_backward_parts(g, x, w, dt, mask=mask, partials=partials, tensor=gd in ("bf16", "fp16", "tf32"))
+        parts = {k: (Work(p.flops, p.bytes, gd, p.tensor) if k in ("dgrad", "wgrad") else p) for k, p in parts.items()}
         for i in idx:
             r = roles[i]
             if r == "layout":
@@ -171,7 +174,7 @@ def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | Non
                     out[i] = _share(parts[k], kernels, i, named[k]) if k in parts else None
         else:
             both = [parts[k] for k in ("dgrad", "wgrad") if k in parts]
-            tot = Work(sum(p.flops for p in both), sum(p.bytes for p in both), dt, dt in ("bf16", "fp16"))
+            tot = Work(sum(p.flops for p in both), sum(p.bytes for p in both), gd, gd in ("bf16", "fp16", "tf32"))
             for i in gemm:
                 out[i] = _share(tot, kernels, i, gemm)
     return out
