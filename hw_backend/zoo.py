@@ -183,6 +183,8 @@ def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
     # conversions as copies of their own (kdvfs.kernelwork._layout_copy), but a zoo row is checked as one kernel:
     # adding their bytes to the GEMM's rate sums activities that never ran together. It did so for one check
     # (session 12): light-ops2's 1 × 1 convolution forward, held out, measured at 1980 MHz, was predicted at 1233.
+    # (Session 13: its conversions had not run there. A measured row takes the work of the kernels it recorded,
+    # conversions included where they ran: kdvfs.work_conv.recorded_conv_work in kdvfs.h200_rows.zoo_rows.)
     if op == "conv2d_bwd":
         # convolution_backward(dy, x, w, …, [True, True, True]), the work of every kernel it ran: the dgrad and
         # wgrad GEMMs, cuDNN's reduce_wgrad_nchw_helper over the wgrad's per-image fp32 partials (characterization16

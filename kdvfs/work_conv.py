@@ -39,7 +39,8 @@ from collections.abc import Mapping, Sequence
 
 from kdvfs.work import Work, _output_mask, _shape_list, _size, torch_dtype_name
 
-__all__ = ["ROLES", "conv_backward_kernel_works", "conv_backward_parts", "conv_backward_role", "conv_backward_work"]
+__all__ = ["ROLES", "conv_backward_kernel_works", "conv_backward_parts", "conv_backward_role", "conv_backward_work",
+           "recorded_conv_work"]
 
 ROLES = ("layout", "wgrad_reduce", "workspace", "bias", "gemm")
 """What a kernel launched by ``convolution_backward`` does (``conv_backward_role``)."""
@@ -185,3 +186,50 @@ def _share(p: Work, kernels: Sequence, i: int, group: Sequence[int]) -> Work:
     t = sum(float(kernels[j].time_s) for j in group)
     f = float(kernels[i].time_s) / t if t > 0 else 1.0 / len(group)
     return Work(p.flops * f, p.bytes * f, p.dtype, p.tensor, "shapes")
+
+
+def recorded_conv_work(op: str, shape: Sequence[int], dtype: str, launches: Sequence[Mapping] | None) -> Work | None:
+    """The work of one invocation of a zoo convolution entry (``conv2d`` / ``conv2d_bwd``: ``(N, Cin, H, W, Cout, k)``,
+    stride 1, "same" padding, the backward with its bias's gradient) from the kernels the campaign recorded for it
+    (``launch_grids``: name, µs, grid, block of one launch), priced as the importer prices a traced op's kernels
+    (``kdvfs.kernelwork.kernel_work``: cuDNN's layout conversions as copies of the tensors their grids name, the
+    backward's kernels by role), summed. cuDNN picks its kernels by shape: characterization16's 1 × 1 forward ran
+    ``nchwToNhwc``, an NHWC GEMM and ``nhwcToNchw``, characterization17's one nvjet GEMM; PoolFormer-S12's backward
+    ran per-image GEMMs and ``reduce_wgrad_nchw_helper`` at four of its shapes and NHWC xmma kernels with layout
+    conversions at the other four (``validation/h200/work13/README.md``). The zoo's definition by shape alone
+    (``hw_backend.zoo``) cannot know which; the record can. ``None`` without a record of at least one kernel with a
+    name and a time (then the definition by shape stands)."""
+    from kdvfs.kernelwork import kernel_work
+    from kdvfs.trace import Kernel
+
+    recs = [c for c in launches or [] if isinstance(c, Mapping) and c.get("name") and c.get("us")]
+    if not recs or op not in ("conv2d", "conv2d_bwd") or len(shape) != 6:
+        return None
+    nb, ci, h, w, co, kk = (int(v) for v in shape)
+    p = kk // 2
+    t = {"bf16": "c10::BFloat16", "fp16": "c10::Half"}.get(dtype, "float")
+    if op == "conv2d":
+        # cudnn_convolution(input, weight, padding, stride, dilation, groups, benchmark, deterministic, allow_tf32)
+        ev = {"name": "aten::cudnn_convolution", "args": {
+            "Input Dims": [[nb, ci, h, w], [co, ci, kk, kk]] + [[]] * 7, "Input type": [t, t],
+            "Concrete Inputs": ["", "", f"[{p}, {p}]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"],
+            "External id": 1}}
+    else:
+        ev = {"name": "aten::convolution_backward", "args": {
+            "Input Dims": [[nb, co, h, w], [nb, ci, h, w], [co, ci, kk, kk]] + [[]] * 8, "Input type": [t, t, t],
+            "Concrete Inputs": ["", "", "", f"[{co}]", "[1, 1]", f"[{p}, {p}]", "[1, 1]", "False", "[0, 0]", "1",
+                                "[True, True, True]"], "External id": 1}}
+    ks = []
+    for c in recs:
+        name = str(c["name"])
+        role = conv_backward_role(name)
+        cat = {"layout": "copy", "wgrad_reduce": "reduction", "bias": "reduction", "workspace": "other"}.get(role, "gemm")
+        grid = tuple(int(v) for v in c["grid"]) if c.get("grid") else None
+        block = tuple(int(v) for v in c["block"]) if c.get("block") else None
+        ks.append(Kernel(name, cat, float(c["us"]) * 1e-6, grid=grid, block=block))
+    out = kernel_work(ks, [{"args": {"External id": 1}}] * len(ks), {1: [ev]})
+    if any(k.flops is None or k.bytes is None for k in out):
+        return None
+    tensor = dtype in ("bf16", "fp16")
+    return Work(float(sum(k.flops for k in out if k.category == "gemm")), float(sum(k.bytes for k in out)), dtype,
+                tensor, "shapes")

@@ -218,3 +218,45 @@ def test_index_select_and_embedding_move_the_selected_slices_only():
     # without the dim argument: the copy of the largest operand, as before
     old = op_work("aten::index_select", [t, [], idx], [F, "Scalar", "long int"])
     assert old.bytes == 2 * 4.0 * 128100 * 768
+
+
+# ---------------------------------------------------------------------------------- zoo rows from their own kernels
+_C16_FWD = [{"name": "void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false>",
+             "us": 16.16, "grid": [7, 10, 128], "block": [256, 1, 1]},
+            {"name": "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64", "us": 40.863,
+             "grid": [30, 4, 1], "block": [384, 1, 1]},
+            {"name": "void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16, __nv_bfloat16, float, true>",
+             "us": 70.368, "grid": [7, 40, 128], "block": [256, 1, 1]}]
+
+
+def test_a_convolution_row_takes_the_work_of_the_kernels_it_ran():
+    """characterization16's 1 × 1 forward ran cuDNN's two layout conversions around the GEMM: its row is the GEMM's
+    operands and a copy of the input and of the output (as the importer prices a traced op's kernels); a forward that
+    ran one GEMM (characterization17's nvjet) keeps the GEMM's work, the zoo's definition by shape."""
+    from hw_backend.zoo import ZOO_SETS
+    from kdvfs.work_conv import recorded_conv_work
+
+    x, y, wt = 128 * 320 * 196, 128 * 1280 * 196, 1280 * 320
+    w = recorded_conv_work("conv2d", (128, 320, 14, 14, 1280, 1), "bf16", _C16_FWD)
+    assert w.flops == 2.0 * 128 * 1280 * 196 * 320
+    assert w.bytes == pytest.approx(2.0 * (x + y + wt) + 2 * 2.0 * x + 2 * 2.0 * y)
+    z = {k.name: k for k in ZOO_SETS["light-ops2"]()}["conv2d_bf16_64x64x56x56_to256_k1_graph64"]
+    one = [{"name": "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT", "us": 35.5, "grid": [2, 66, 1],
+            "block": [384, 1, 1]}]
+    w17 = recorded_conv_work("conv2d", z.shape, "bf16", one)
+    assert (w17.flops, w17.bytes) == pytest.approx((z.work.flops / 64, z.work.bytes / 64))
+    assert recorded_conv_work("conv2d", z.shape, "bf16", []) is None  # no record: the definition by shape stands
+
+
+def test_the_rows_of_characterization16_and_17_take_their_recorded_kernels():
+    from hw_backend.zoo import ZOO_SETS
+    from kdvfs.h200_rows import load_rows
+
+    rows = {r["name"]: r for r in load_rows(["validation/h200/characterization/characterization16.json.gz",
+                                             "validation/h200/characterization/characterization17.json.gz"])[0]}
+    zoo = {k.name: k for s in ("step-ops", "light-ops2") for k in ZOO_SETS[s]()}
+    f16 = rows["conv2d_bf16_128x320x14x14_to1280_k1_graph32"]
+    assert f16["bytes"] == pytest.approx(32 * 241664000.0) and f16["bytes"] > 2.9 * zoo[f16["name"]].work.bytes
+    for n in ("conv2d_bwd_bf16_128x320x14x14_to1280_k1_graph16", "conv2d_bf16_64x64x56x56_to256_k1_graph64",
+              "conv2d_bwd_bf16_64x64x56x56_to256_k1_graph32"):
+        assert rows[n]["bytes"] == pytest.approx(zoo[n].work.bytes) and rows[n]["flops"] == pytest.approx(zoo[n].work.flops)
