@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 
 from kdvfs.work import Work, _output_mask, _shape_list, _size, torch_dtype_name
 
-__all__ = ["ROLES", "conv_backward_kernel_works", "conv_backward_parts", "conv_backward_role", "conv_backward_work",
+__all__ = ["RECORDED_LAUNCHES_MAX", "ROLES", "conv_backward_kernel_works", "conv_backward_parts", "conv_backward_role", "conv_backward_work",
            "recorded_conv_work"]
 
 ROLES = ("layout", "wgrad_reduce", "workspace", "bias", "gemm")
@@ -48,6 +48,8 @@ ROLES = ("layout", "wgrad_reduce", "workspace", "bias", "gemm")
 _WGRAD_REDUCE = re.compile(r"reduce_wgrad|ReduceSplitK|split_?k_?reduc", re.I)
 _WORKSPACE = re.compile(r"init_device_workspace|^Memset\b", re.I)
 _BIAS = re.compile(r"reduce_kernel<.*sum_functor", re.I)
+RECORDED_LAUNCHES_MAX = 20
+"""The most kernels ``hw_backend.zoo_torch`` keeps in an entry's ``launch_grids``: a list that long may be cut."""
 _PARTIAL_BYTES = 4  # the partials are fp32 (cudnn::cnn::reduce_wgrad_nchw_helper<float, …>)
 
 
@@ -198,12 +200,14 @@ def recorded_conv_work(op: str, shape: Sequence[int], dtype: str, launches: Sequ
     ran per-image GEMMs and ``reduce_wgrad_nchw_helper`` at four of its shapes and NHWC xmma kernels with layout
     conversions at the other four (``validation/h200/work13/README.md``). The zoo's definition by shape alone
     (``hw_backend.zoo``) cannot know which; the record can. ``None`` without a record of at least one kernel with a
-    name and a time (then the definition by shape stands)."""
+    name and a time, or with ``RECORDED_LAUNCHES_MAX`` of them (the campaign keeps no more: the list may be cut);
+    then the definition by shape stands."""
     from kdvfs.kernelwork import kernel_work
     from kdvfs.trace import Kernel
 
     recs = [c for c in launches or [] if isinstance(c, Mapping) and c.get("name") and c.get("us")]
-    if not recs or op not in ("conv2d", "conv2d_bwd") or len(shape) != 6:
+    if not recs or len(launches or []) >= RECORDED_LAUNCHES_MAX or op not in ("conv2d", "conv2d_bwd") \
+            or len(shape) != 6:
         return None
     nb, ci, h, w, co, kk = (int(v) for v in shape)
     p = kk // 2
