@@ -197,8 +197,8 @@ def recorded_conv_work(op: str, shape: Sequence[int], dtype: str, launches: Sequ
     (``kdvfs.kernelwork.kernel_work``: cuDNN's layout conversions as copies of the tensors their grids name, the
     backward's kernels by role), summed. cuDNN picks its kernels by shape: characterization16's 1 × 1 forward ran
     ``nchwToNhwc``, an NHWC GEMM and ``nhwcToNchw``, characterization17's one nvjet GEMM; PoolFormer-S12's backward
-    ran per-image GEMMs and ``reduce_wgrad_nchw_helper`` at four of its shapes and NHWC xmma kernels with layout
-    conversions at the other four (``validation/h200/work13/README.md``). The zoo's definition by shape alone
+    ran per-image GEMMs and ``reduce_wgrad_nchw_helper`` at five of its eight shapes and NHWC xmma kernels with
+    layout conversions at the other three (``validation/h200/work13/README.md``). The zoo's definition by shape alone
     (``hw_backend.zoo``) cannot know which; the record can. ``None`` without a record of at least one kernel with a
     name and a time, or with ``RECORDED_LAUNCHES_MAX`` of them (the campaign keeps no more: the list may be cut);
     then the definition by shape stands."""

@@ -85,6 +85,19 @@ def main() -> int:
                     row["grid"] = lg[0]["grid"]
                     row["occupancy_over_time"] = round(occupancy_over_time(s[0], math.prod(s[2:]), lg[0]["grid"]), 3)
             out.append(row)
+    # the spatial softmax rows at their occupancy over time (the bundled constants; what a time-averaged occupancy
+    # would give them, not the model)
+    from kdvfs.calibrate_h200 import prepared_rows, spec_from_fit
+    from kdvfs.h200_fit import predict_zoo
+
+    spec = spec_from_fit(fit)
+    for f in FILES:
+        rows = {r["name"]: r for r in prepared_rows([str(ROOT / "validation/h200/characterization" / f)])[0]}
+        for row in out:
+            if row["file"] == f and "occupancy_over_time" in row:
+                r = dict(rows[row["name"]], occupancy=row["occupancy_over_time"])
+                _, pp = predict_zoo(spec, [r], gap_w=fit["params"]["gap_power_w"])
+                row["power_error_at_occupancy_over_time_pct"] = round(100 * (float(pp[0]) / r["power_w"] - 1), 1)
     fitted = [{"file": "(fitted: traces/h200.fit.json)", **{x: p[x] for x in ("name", "measured_sm_mhz",
                                                                              "predicted_sm_mhz", "measured_power_w",
                                                                              "predicted_power_w", "power_error_pct")}}
@@ -97,7 +110,8 @@ def main() -> int:
         if "passes_counted" in r:
             extra = (f" passes counted {r['passes_counted']:.2f}, to close {r['passes_to_close_power']:.2f}, possible "
                      f"≤ {r['passes_possible_at_best_rate']:.2f}; φ {r['reread_share']:.2f}; occupancy over time "
-                     f"{r.get('occupancy_over_time', float('nan')):.3f}")
+                     f"{r.get('occupancy_over_time', float('nan')):.3f} "
+                     f"(power error there {r.get('power_error_at_occupancy_over_time_pct', float('nan')):+.1f} %)")
         print(f"{r['file'][16:-8]:4s} {r['name'][:48]:48s} {r['measured_sm_mhz']:5.0f}/{r['predicted_sm_mhz']:6.0f} MHz "
               f"{r['measured_power_w']:6.1f}/{r['predicted_power_w']:6.1f} W ({r['power_error_pct']:+6.1f} %) "
               f"{r['time_per_launch_us']:7.1f} µs {r['useful_tbs']:5.2f} TB/s counted, +{r['extra_traffic_tbs_to_close']:5.2f} "
