@@ -260,3 +260,26 @@ def test_the_rows_of_characterization16_and_17_take_their_recorded_kernels():
     for n in ("conv2d_bwd_bf16_128x320x14x14_to1280_k1_graph16", "conv2d_bf16_64x64x56x56_to256_k1_graph64",
               "conv2d_bwd_bf16_64x64x56x56_to256_k1_graph32"):
         assert rows[n]["bytes"] == pytest.approx(zoo[n].work.bytes) and rows[n]["flops"] == pytest.approx(zoo[n].work.flops)
+
+
+def test_the_zoo_check_script_adds_time_and_energy_to_the_fits_check(tmp_path):
+    """``python -m scripts.h200_zoo_check FILE``: calibrate-h200 --check's clock, power and counts, and each entry's
+    time and energy per invocation (the lead's one check of a sealed file); a missing file is one line and exit 2."""
+    import json
+
+    from kdvfs.calibrate_h200 import check_h200_fit
+    from scripts.h200_zoo_check import main
+
+    data = "validation/h200/characterization/characterization17.json.gz"
+    out = tmp_path / "c.json"
+    assert main([data, "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    from pathlib import Path
+
+    ref = check_h200_fit(json.loads(Path("traces/h200.fit.json").read_text()), [data])["check"]
+    assert (doc["meet_both"], doc["meet_clock"], doc["meet_power"]) == (ref["meet_both"], ref["meet_clock"],
+                                                                       ref["meet_power"])
+    for e in doc["per_kernel"]:
+        assert e["predicted_energy_j"] == pytest.approx(e["predicted_power_w"] * e["predicted_time_s"])
+        assert e["measured_time_s"] > 0 and e["measured_energy_j"] > 0
+    assert main([str(tmp_path / "missing.json.gz")]) == 2
