@@ -206,8 +206,18 @@ def _step_op_work(op: str, s: tuple[int, ...], d: str) -> Work:
     # conversions as copies of their own (kdvfs.kernelwork._layout_copy), but a zoo row is checked as one kernel:
     # adding their bytes to the GEMM's rate sums activities that never ran together. It did so for one check
     # (session 12): light-ops2's 1 × 1 convolution forward, held out, measured at 1980 MHz, was predicted at 1233.
+    # (Session 13: its conversions had not run there. A measured row takes the work of the kernels it recorded,
+    # conversions included where they ran: kdvfs.work_conv.recorded_conv_work in kdvfs.h200_rows.zoo_rows.)
+    if op == "conv2d_bwd":
+        # convolution_backward(dy, x, w, …, [True, True, True]), the work of every kernel it ran: the dgrad and
+        # wgrad GEMMs, cuDNN's reduce_wgrad_nchw_helper over the wgrad's per-image fp32 partials (characterization16
+        # and 17 both ran it: one partial per image) and the bias's sum over dy (kdvfs.work_conv, the importer's parts)
+        from kdvfs.work_conv import conv_backward_work
+
+        return conv_backward_work((nb, co, h, w), (nb, ci, h, w), (co, ci, kk, kk), d, mask=(True, True, True),
+                                  partials=nb, tensor=d in ("bf16", "fp16"))
     return _conv_work(nb * co * h * w * ci * kk * kk, nb * ci * h * w, nb * co * h * w, co * ci * kk * kk, d,
-                      op == "conv2d_bwd", tensor=d in ("bf16", "fp16"))
+                      False, tensor=d in ("bf16", "fp16"))
 
 
 def _g(dt: str, m: int, n: int | None = None, k: int | None = None, graph: int = 0) -> ZooKernel:

@@ -97,6 +97,17 @@ def zoo_rows(doc: dict, zoo: ZooSource | None = None) -> list[dict]:
         # every import; the file's own numbers are kept beside
         if z is not None and z.op != "idle" and (z.flops, z.bytes) != (r["flops"], r["bytes"]):
             r.update(flops=z.flops, bytes=z.bytes, recorded_flops=r["flops"], recorded_bytes=r["bytes"])
+        if z is not None and z.op in ("conv2d", "conv2d_bwd"):
+            # cuDNN picks a convolution's kernels by shape (with or without layout conversions, partial gradients):
+            # the kernels this entry ran, priced as the importer prices a traced op's (kdvfs.work_conv, session 13)
+            from kdvfs.work_conv import recorded_conv_work
+
+            w = recorded_conv_work(z.op, r.get("shape") or (), str(r.get("dtype")), r.get("launch_grids"))
+            if w is not None:
+                g0 = max(1, _graph_of(r, zoo))
+                r.setdefault("recorded_flops", r["flops"])
+                r.setdefault("recorded_bytes", r["bytes"])
+                r.update(flops=w.flops * g0, bytes=w.bytes * g0)
         if z is not None and z.tensor is not None and r.get("dtype") and r.get("category"):
             # where the arithmetic runs, from the entry's definition: a GEMM-category entry is not always on tensor
             # cores (the grouped convolution's forward runs cuDNN's convolve_sgemm engines, kdvfs.work.simt_by_name)

@@ -119,13 +119,18 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
     op_for = [op_of_kernel(ev, ops) for ev in events]
     # cuDNN's layout conversions around a convolution, priced as copies of the tensor each converts (``_layout_copy``)
     layout = [_layout_copy(k, o) if o is not None else None for k, o in zip(kernels, op_for)]
+    # a convolution backward's wgrad reductions, workspace and bias kernels, and its GEMMs with them, priced by role
+    # (``kdvfs.work_conv``): no share of the op's work by duration
+    from kdvfs.work_conv import conv_backward_kernel_works
+
+    by_role = conv_backward_kernel_works(kernels, op_for, tf32=tf32)
     # total duration of the kernels each op launched, for the split (bytes; less the conversions priced as copies);
     # and of those that compute (FLOPs)
     dur_of_op: dict[int, float] = {}
     compute_dur: dict[int, float] = {}
     mover = [moves_data_only(k.name) for k in kernels]
-    for k, o, mv, lay in zip(kernels, op_for, mover, layout):
-        if o is not None and lay is None:
+    for i, (k, o, mv, lay) in enumerate(zip(kernels, op_for, mover, layout)):
+        if o is not None and lay is None and i not in by_role:
             dur_of_op[id(o)] = dur_of_op.get(id(o), 0.0) + k.time_s
             if not mv:
                 compute_dur[id(o)] = compute_dur.get(id(o), 0.0) + k.time_s
@@ -153,6 +158,8 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
         w = None
         if layout[i] is not None:
             w = layout[i]
+        elif i in by_role:
+            w = by_role[i]
         elif o is not None:
             a = o.get("args") or {}
             w = op_work(str(o.get("name", "")), a.get("Input Dims"), a.get("Input type"),

@@ -356,7 +356,7 @@ def op_rule(op: str) -> str:
         return "copy"
     if _FILL_OPS.search(full):
         return "fill"
-    if full == "aten::gather":
+    if full in ("aten::gather", "aten::index_select", "aten::embedding"):
         return "gather"
     if _COPY_OPS.search(full):
         return "copy"
@@ -491,7 +491,13 @@ def op_work(op: str, dims: object, types: object, *, backward: bool = False, tf3
     if rule == "fill":  # writes its output, reads nothing (the zoo's fill is priced so too)
         n = _numel(shapes[0])
         return Work(0.0, float(n * _operand_size(dts, 0, dt)), dt, False, "shapes") if n else None
-    if rule == "gather" and len(shapes) > 2 and shapes[2]:
+    if rule == "gather" and full != "aten::gather":  # index_select, embedding: the selected slices (kdvfs.work_ops)
+        from kdvfs.work_ops import row_gather_work
+
+        w = row_gather_work(full, shapes, dts, dt, concrete)
+        if w is not None:
+            return Work(w.flops, w.bytes, w.dtype, w.tensor, "shapes")
+    if rule == "gather" and full == "aten::gather" and len(shapes) > 2 and shapes[2]:
         # gather(self, dim, index): one element of self read and one written per index element (not all of self);
         # the index itself read once per distinct element (an embedding's index is expanded along the hidden size)
         n = _numel(shapes[2])

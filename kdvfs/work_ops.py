@@ -25,7 +25,7 @@ from kdvfs.work import DTYPE_BYTES, MAX_REDUCTION_FLOPS, WINDOW_OPS, Work, _size
 __all__ = ["MAX_NUMEL", "UPSAMPLE_FLOPS", "adaptive_avg_pool_work", "adaptive_max_pool_work", "adaptive_pairs",
            "avg_pool_work", "bilinear_upsample_work", "col2im_work", "im2col_work", "linear_upsample_flops",
            "linear_upsample_work", "max_pool_work", "nearest_upsample_work", "pool_out_size", "scatter_add_work",
-           "window_op_work"]
+           "index_select_work", "row_gather_work", "window_op_work"]
 
 UPSAMPLE_FLOPS = {"forward": 9.0, "backward": 12.0}
 """FLOPs per output element of ATen's bilinear upsampling (UpSampleBilinear2d.cu): the forward blends four inputs,
@@ -157,6 +157,42 @@ def scatter_add_work(src_numel: int, index_bytes: float, dtype: str = "fp32", *,
     if not accumulate:
         return Work(0.0, float(src_numel * s + index_bytes + touched * s), dtype, False)
     return Work(float(src_numel), float(src_numel * s + index_bytes + 2 * touched * s), dtype, False)
+
+
+def index_select_work(rows: int, row_numel: int, dtype: str = "fp32", index_bytes: float = 0.0) -> Work:
+    """``index_select(self, dim, index)`` and ``embedding(weight, indices)`` (Indexing.cu ``indexSelectLargeIndex`` /
+    ``index_select_out_cuda_impl``; the embedding's forward is an ``index_select`` along dimension 0): each of the
+    ``rows`` indices copies one slice of ``row_numel`` elements, read and written once, and the index is read once; no
+    FLOPs. The rest of ``self`` is not touched: the copy rule had priced it as a copy of its largest operand, the
+    whole table (DeBERTa's 128 100 × 768 vocabulary for 8 192 tokens: 15 times the bytes)."""
+    n = rows * row_numel
+    return Work(0.0, float(2 * n * _size(dtype) + index_bytes), dtype, False)
+
+
+def row_gather_work(op: str, shapes: list[list[int]], dts: list, dt: str, concrete: object) -> Work | None:
+    """``index_select_work`` from an ``aten::index_select`` or ``aten::embedding`` record (its shapes, dtypes and the
+    ``dim`` argument), or ``None`` where the record does not say enough."""
+    name = op.split("::")[-1].lower()
+    if len(shapes) < 2 or not shapes[0]:
+        return None
+    x = shapes[0]
+    if name == "embedding":  # (weight [V, …], indices, padding_idx, scale_grad_by_freq, sparse)
+        idx_i, d = 1, 0
+    else:  # index_select(self, dim, index)
+        idx_i = 2
+        try:
+            d = int(str(_arg(concrete if isinstance(concrete, list) else [], 1)).strip())
+        except ValueError:
+            return None
+        if not -len(x) <= d < len(x):
+            return None
+        d %= len(x)
+    if len(shapes) <= idx_i or x[d] <= 0:
+        return None
+    rows = _numel(shapes[idx_i]) if shapes[idx_i] else 1  # a 0-dim index selects one slice
+    row = _numel(x) // x[d]
+    idx_dt = dts[idx_i] if len(dts) > idx_i and dts[idx_i] else "int64"
+    return index_select_work(rows, row, _dtype_of(dts, 0, dt), float(rows * _size(idx_dt)))
 
 
 # ---------------------------------------------------------------------- from a profiler record

@@ -15,35 +15,63 @@ from collections.abc import Sequence
 
 from kdvfs.work import NORM_FORWARD_FLOPS, Work, _output_mask, _size
 
-__all__ = ["L2_BYTES_MAX", "RESIDENT_BLOCKS_MIN", "group_norm_input_grad", "group_norm_work", "layout_copy_bytes", "layout_direction",
-           "layout_tiles", "softmax_split", "spatial_softmax_spills", "spatial_softmax_work"]
+__all__ = ["L2_BYTES_MAX", "L2_EDGE_EXP", "SMS", "THREADS_PER_SM", "group_norm_input_grad", "group_norm_work",
+           "layout_copy_bytes", "layout_direction", "layout_tiles", "softmax_split", "spatial_softmax_block",
+           "spatial_softmax_reread_share", "spatial_softmax_resident_bytes", "spatial_softmax_work"]
 
 L2_BYTES_MAX = 50 * 2**20
-"""The largest L2 of the cards the project models: H100 and H200 report ``l2CacheSize`` = 50 MiB (A100: 40 MiB). A
-re-read within a kernel is counted as a pass over device memory only where the data the resident blocks hold between
-the two reads is larger than this, so that no pass is counted that might have come from L2 (conservative)."""
+"""The L2 of the H100 and H200 (``l2CacheSize`` = 50 MiB; A100: 40 MiB), the card the spatial softmax's re-reads are
+judged on (``spatial_softmax_reread_share``)."""
 
-RESIDENT_BLOCKS_MIN = 108
-"""The fewest 1024-thread blocks the modelled cards hold at once: one per SM of the smallest (A100: 108 SMs; H100
-and H200: 132 SMs, two each). The H200 ran characterization16's spatial log-softmax as a [2, 256] grid of
-[1, 1024] blocks, 264 resident (two per SM): 2.6 times this bound."""
+SMS = 132
+"""Streaming multiprocessors of the H100 and H200 (``kdvfs.occupancy.SM_COUNT``): the work estimates are the
+H200's."""
+
+THREADS_PER_SM = 2048
+"""Resident threads an SM of compute capability 8.0–9.0 holds: two of the spatial softmax's 1024-thread blocks (30–32
+registers a thread, no shared memory: characterization16/17's launch records)."""
+
+L2_EDGE_EXP = 4.0
+"""The steepness of the L2's edge: the share of a working set ``ws`` that comes from device memory is
+``1 / (1 + (L2 / ws)^4)``, the curve ``kdvfs.model.dram_fraction`` gives every kernel (there with the fit's L2 size,
+47.8 MB, here with the card's own 50 MiB: the work estimates do not depend on a fit)."""
 
 
-def spatial_softmax_spills(outer: int, dim: int, inner: int, dtype: str) -> bool:
-    """Whether ``cunn_SpatialSoftMaxForward``/``Backward``'s re-reads go to device memory.
+def spatial_softmax_block(dim: int, inner: int) -> tuple[int, int]:
+    """ATen's block for the spatial softmax (``SpatialSoftMax_getBlockSize``): ``(dim_threads, inner_threads)``,
+    ``inner_threads = min(inner, 1024)`` positions of the inner dimensions, and ``dim_threads`` > 1 (the largest power
+    of two with ``inner_threads · dim_threads ≤ 1024`` and ``≤ dim``) only where ``inner ≤ 64`` and ``dim ≥ 64``."""
+    it = max(1, min(int(inner), 1024))
+    dt = 1
+    if it <= 64 and dim >= 64:
+        while it * dt * 2 <= 1024 and dt * 2 <= dim:
+            dt *= 2
+    return dt, it
 
-    ATen launches ``block = (dim_threads, min(inner, 1024))`` (``SpatialSoftMax_getBlockSize``: each ``threadIdx.y``
-    one position of the inner dimensions; ``dim_threads`` > 1 only where ``inner ≤ 64`` and ``dim ≥ 64``) and no more
-    blocks than the card holds at once (``SpatialSoftMax_getGridSize`` caps the grid at the occupancy's
-    ``max_active_blocks``). Each block walks its positions' ``dim`` elements once per pass, at a stride of ``inner``
-    elements: nothing is staged in shared memory (only the block's reduction). Between two passes the resident blocks
-    hold ``positions × dim`` elements, ``positions = min(outer · inner, RESIDENT_BLOCKS_MIN · min(inner, 1024))``. Where
-    that exceeds ``L2_BYTES_MAX`` the second and third pass re-read device memory; otherwise they are counted as hits
-    (L1 or L2). SegFormer's loss head, [16, 150, 512, 512] fp32 along the 150 classes: 108 × 1024 × 150 × 4 B = 66 MB
-    (164 MB with the 264 blocks the H200 held): spills. At 19 classes (Cityscapes), or in bf16 at 150: counted as
-    hits."""
-    positions = min(outer * inner, RESIDENT_BLOCKS_MIN * min(inner, 1024))
-    return positions * dim * _size(dtype) > L2_BYTES_MAX
+
+def spatial_softmax_resident_bytes(outer: int, dim: int, inner: int, element_bytes: float) -> float:
+    """The bytes the resident blocks of ``cunn_SpatialSoftMaxForward``/``Backward`` hold between two passes over their
+    columns: ``positions × dim × element_bytes`` (``element_bytes``: the bytes of every tensor one iteration reads or
+    writes at one index, e.g. input and output). ATen sizes the grid to the blocks the card holds at once
+    (``SpatialSoftMax_getGridSize``) and each block walks its ``inner_threads`` positions' ``dim`` elements once per
+    pass, at a stride of ``inner`` elements, staging nothing in shared memory; the card holds
+    ``THREADS_PER_SM // threads per block`` blocks per SM: ``positions = min(outer · inner, SMS · blocks per SM ·
+    inner_threads)``. characterization17's [32, 19, 512²] fp32 forward: 264 × 1024 × 19 × (4 + 4) B = 41 MB;
+    [16, 150, 256²] bf16: 264 × 1024 × 150 × (2 + 2) B = 162 MB; characterization16's [16, 150, 512²] fp32: 324 MB."""
+    dt, it = spatial_softmax_block(dim, inner)
+    per_sm = max(1, min(32, THREADS_PER_SM // (dt * it)))
+    positions = min(int(outer) * int(inner), SMS * per_sm * it)
+    return float(positions) * float(dim) * float(element_bytes)
+
+
+def spatial_softmax_reread_share(outer: int, dim: int, inner: int, dtype: str, *, backward: bool = False) -> float:
+    """The share of a spatial softmax's re-reads that come from device memory: ``1 / (1 + (L2 / ws)^4)``
+    (``L2_EDGE_EXP``), ``ws`` the columns the resident blocks hold between two reads of an element
+    (``spatial_softmax_resident_bytes``) of every tensor an iteration touches — forward: the input it reads three
+    times and the output it writes; backward: the output's gradient it reads twice, the output, and the input's
+    gradient it writes. Nothing here is fitted: the L2 is the card's, the curve the model's."""
+    ws = spatial_softmax_resident_bytes(outer, dim, inner, (3 if backward else 2) * _size(dtype))
+    return 1.0 / (1.0 + (L2_BYTES_MAX / max(ws, 1.0)) ** L2_EDGE_EXP)
 
 
 def spatial_softmax_work(outer: int, dim: int, inner: int, dtype: str = "fp32", *, backward: bool = False,
@@ -52,20 +80,23 @@ def spatial_softmax_work(outer: int, dim: int, inner: int, dtype: str = "fp32", 
     reduced along ``dim`` for each of the ``outer · inner`` positions (ATen ``SoftMax.cu``, ``host_softmax`` with
     ``inner_size > 1``: ``cunn_SpatialSoftMaxForward`` and ``cunn_SpatialSoftMaxBackward``).
 
-    Forward: a pass for the maximum, one for the sum of exponentials, one that writes the result (each reads the
-    input): 3 reads + 1 write where ``spatial_softmax_spills``, else 1 + 1. Backward: a pass for the sum of the
-    output's gradient, then one that reads the gradient and the output and writes the input's gradient: 2 + 1 reads +
-    1 write, else 1 + 1 + 1. Softmax (not log) first forms ``tmp = grad · output`` in an elementwise kernel of the same
-    op (``softmax_backward_cuda_out``: 2 reads + 1 write, one FLOP) and runs the same kernel on it. FLOPs: 5 per
-    element as ``kdvfs.work.softmax_work`` counts."""
+    Forward: a pass for the maximum, one for the sum of exponentials, one that writes the result, each reading the
+    input: 1 + 2φ reads and 1 write of device memory, φ the share of a re-read that misses L2
+    (``spatial_softmax_reread_share``). Backward: a pass for the sum of the output's gradient, then one that reads the
+    gradient and the output and writes the input's gradient: (1 + φ) + 1 reads + 1 write. Softmax (not log) first forms
+    ``tmp = grad · output`` in an elementwise kernel of the same op (``softmax_backward_cuda_out``: 2 reads + 1 write,
+    one FLOP) and runs the same kernel on it. FLOPs: 5 per element as ``kdvfs.work.softmax_work`` counts.
+
+    Session 13 (``validation/h200/work13/README.md``): session 12's rule counted every re-read or none, by whether
+    108 blocks' columns of the input alone exceeded 50 MiB; characterization17 measured it wrong both ways."""
     n = outer * dim * inner
-    spills = spatial_softmax_spills(outer, dim, inner, dtype)
+    phi = spatial_softmax_reread_share(outer, dim, inner, dtype, backward=backward)
     if backward:
-        passes = 4 if spills else 3
+        passes = 3.0 + phi
         extra_passes, extra_flops = (0, 0) if log else (3, 1)
         return Work(float(n * (5 + extra_flops)), float(n * (passes + extra_passes) * _size(dtype)), dtype, False,
                     source)
-    return Work(float(n * 5), float(n * (4 if spills else 2) * _size(dtype)), dtype, False, source)
+    return Work(float(n * 5), float(n * (2.0 + 2.0 * phi) * _size(dtype)), dtype, False, source)
 
 
 def group_norm_work(numel: int, dtype: str = "fp32", *, backward: bool = False, input_grad: bool = True,

@@ -33,7 +33,8 @@ def test_step_ops_set_is_new_and_sized_from_arithmetic():
     n = 16 * 150 * 512 * 512
     # session 12 (i12r): the spatial backward's passes over memory, 2 + 1 reads + 1 write (kdvfs.work_passes), where
     # softmax_work's last-dimension count is 3 accesses
-    assert by["log_softmax_ch_bwd"].work.bytes == 4 * 4.0 * n
+    # (session 13: the re-read's share from device memory by the L2 curve, 0.9996 here: tests/test_work13b.py)
+    assert by["log_softmax_ch_bwd"].work.bytes == pytest.approx(4 * 4.0 * n, rel=1e-3)
     assert by["log_softmax_ch_bwd"].work.flops == softmax_work(n, "fp32", row=150, backward=True, log=True).flops
     # session 13 (i13a): the channels-last copy's lines leave L2 before their neighbours are read (kdvfs.work_copies:
     # W = 512² · (128 + 4) B = 35 MB over a 26 MB partition), so DRAM moves a 32-byte sector per fp32 element read
@@ -162,6 +163,11 @@ def test_step_ops_pricing_sets_the_importer_beside_the_zoo():
     assert rows["upsample_bilinear"]["family"] == "upsample" and rows["col2im"]["family"] == "fold"
     for name in ("upsample_bilinear", "avg_pool2d_bwd", "log_softmax_ch", "group_norm_bwd", "conv2d_bwd"):
         assert rows[name]["family"] != "generic"
+        if name == "conv2d_bwd":
+            # session 13: the zoo entry is every kernel the op ran (kdvfs.work_conv), the importer prices them kernel
+            # by kernel, not in the op's one Work: tests/test_work13b.py checks the two agree, kernel by kernel
+            assert rows[name]["flops_ratio"] == pytest.approx(1.0) and rows[name]["bytes_ratio"] < 1.0
+            continue
         assert rows[name]["bytes_ratio"] == pytest.approx(1.0) and rows[name]["flops_ratio"] == pytest.approx(1.0)
 
 

@@ -16,13 +16,16 @@ from kdvfs.work import op_rule, op_work
 # forward (cuDNN's two layout copies) now count the passes their kernels make (kdvfs.work_passes); at cdb7e83 it was
 # 351c199eb0a5c5d9. step-ops re-pinned in session 13 (helper i13a, tests/test_work_strides.py): its channels-last copy's
 # bytes come from the stride rule (kdvfs.work_copies: whole sectors reach DRAM), the one entry of any set that changes;
-# before it, 08c6a0cd8b0bdf22.
+# before it, 08c6a0cd8b0bdf22. Re-pinned again when i13b merged (tests/test_work13b.py): the spatial log-softmax's
+# re-reads count the L2 curve's share at its resident blocks' columns (kdvfs.work_passes.spatial_softmax_reread_share) and the
+# 1 × 1 convolution backward counts every kernel it ran (kdvfs.work_conv.conv_backward_work); i13b alone gave
+# 330137a3777010a1. Every other set's digest is unchanged.
 _ZOO_DIGESTS = {
     "base": "130645b1ffc586ae", "cache-gaps": "2b1440e62cc7f0be", "step-shapes": "8c367f8e47666222",
     "duty": "8ee1d920a6208dca", "top-clock": "cf3653ecdb9a23c4", "attention": "a34e6a1a58e130b8",
     "held-duty": "8702b8d745aedb4e", "small": "85eaef1f017b1d42", "thermal": "7ce449e741166c4e",
     "warm-cool": "405651701a2b9908", "conv": "dfeedc85fe025440", "anchor": "b6e98aae71d5ed34",
-    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "8bf94012f8a8bed9",
+    "tiny-grid": "f76fc9b128e9eae8", "tiny-grid2": "a318ad5621d6170e", "step-ops": "593e94cbd8e1abb0",
 }
 
 
@@ -152,14 +155,14 @@ def test_softmax_row_is_the_reduced_dimension():
     SegFormer's along 150 classes of 512² positions spills, tests/test_work12r.py.)"""
     w = op_work("aten::_log_softmax", [[8, 32000, 4], [], []], [F, "Scalar", "Scalar"], concrete=["", "1", "False"])
     n = 8 * 32000 * 4
-    assert w.bytes == 2.0 * 4 * n
+    assert w.bytes == pytest.approx(2.0 * 4 * n, rel=1e-3)  # (session 13: the L2 curve, 0.1 % of a re-read)
     assert op_work("aten::_log_softmax", [[8, 4, 32000], [], []], [F, "Scalar", "Scalar"],
                    concrete=["", "-1", "False"]).bytes == 4.0 * 4 * n  # the long row along the last dimension
     last = op_work("aten::_log_softmax", [[8, 32000, 4], [], []], [F, "Scalar", "Scalar"], concrete=["", "-1", "False"])
     assert last.bytes == 2.0 * 4 * n
     bwd = op_work("aten::_log_softmax_backward_data", [[8, 32000, 4], [8, 32000, 4], [], []], [F, F, "Scalar", "Scalar"],
                   concrete=["", "", "1", "6"])
-    assert bwd.bytes == 3.0 * 4 * n  # the spatial backward, its columns in L2: the gradient, the output, the result
+    assert bwd.bytes == pytest.approx(3.0 * 4 * n, rel=2e-3)  # the spatial backward, its columns in L2 (0.3 % of a re-read)
 
 
 @pytest.mark.parametrize("op,dims,conc", [
@@ -183,8 +186,10 @@ def test_op_rule_names_every_branch_and_op_work_follows_it():
              "aten::nll_loss2d_forward": "nll", "aten::upsample_bilinear2d_backward": "upsample",
              "aten::avg_pool2d": "pool", "aten::_adaptive_avg_pool2d_backward": "pool", "aten::col2im": "fold",
              "aten::scatter_add_": "scatter", "aten::sum": "reduction", "aten::stack": "copy", "aten::zero_": "fill",
-             "aten::gather": "gather", "aten::index_select": "copy", "aten::gelu_backward": "activation",
+             "aten::gather": "gather", "aten::index_select": "gather", "aten::gelu_backward": "activation",
              "aten::add_": "elementwise", "aten::sort": "elementwise", "mm": "gemm"}
+    # (index_select: "copy" until session 13, priced as a copy of its largest operand, the whole table;
+    # kdvfs.work_ops.index_select_work since)
     assert {op: op_rule(op) for op in cases} == cases
     assert set(cases.values()) == set(OP_RULES)
     # the formulas' module reads its op patterns from kdvfs.work: one list of which ops it prices
@@ -203,6 +208,12 @@ def test_zoo_and_importer_price_the_step_ops_alike():
         # cuDNN's NCHW ↔ NHWC copies around the 1 × 1 forward are priced on their own kernels by the importer
         # (kdvfs.kernelwork._layout_copy, by grid), not in the zoo entry's one Work (the GEMM's): the op's GEMM
         # kernel gets the same bytes in both
+        if r["op"] == "aten::convolution_backward":
+            # session 13: the zoo row is every kernel the op ran (kdvfs.work_conv.conv_backward_work: the wgrad's
+            # partials and their reduction, the bias's sum), which the importer prices kernel by kernel, not in the
+            # op's one Work: their agreement is tests/test_work13b.py's, kernel by kernel
+            assert r["importer_bytes"] < r["zoo_bytes"], r["entry"]
+            continue
         assert r["importer_bytes"] / r["zoo_bytes"] == pytest.approx(1.0), r["entry"]
         if r["zoo_flops"]:
             assert r["flops_ratio"] == pytest.approx(1.0), r["entry"]
