@@ -1,0 +1,121 @@
+"""One sync or callback switch-aware plan (``kdvfs.optimize.switchaware``'s ``_dp``) with a cheaper step where the
+step's answer is provably the same for every new setting.
+
+A step of the DP takes, for every new setting n, the previous setting o least in ``c[n, o] = (val[o] + stall) +
+trans[n, o]``: a 48 × 48 table per instance. With ``f[o]`` the share of the kernel run at the old setting during the
+transition (``min(1, transition / T[o])``), ``trans[n, o]`` is ``f[o]·(own[o] − own[n])`` up to rounding, so the rows
+differ only by ``−f[o]·own[n]``: on 99 % of the benchmark trace's steps every row but one takes the same o*. The step
+here finds that o* on a 48-vector, proves it is every other row's unique least with a margin far above the rounding
+of the table (below), and then needs only row o*'s column of the table: six calls on 48-vectors instead of three
+passes over the 48 × 48 table. Where the proof fails (near-ties, or rows that really differ) the step is the full
+table, so the plan is the full DP's bit for bit: the same values in every state and every back pointer the backtrack
+reads (``tests/test_sync_onestep.py`` checks it against ``_dp_many`` on random problems with exact ties).
+
+**The proof.** Let ``G[o] = val[o] + stall + f[o]·(own[o] − lo)`` with ``lo``, ``hi`` the kernel's least and
+largest own cost over the candidates. For a row n ≠ o*, ``c[n, o] − c[n, o*] = G[o] − G[o*] − (f[o] − f[o*])·(own[n]
+− lo)`` in exact arithmetic, and the last term is at most ``W[o*, o] = max(0, f[o] − f[o*])·(hi − lo)``. So when
+``min over o ≠ o* of (G[o] − W[o*, o]) − G[o*]`` exceeds every rounding error of the table, its sums and of G
+itself, o* is row n's unique least (``c[n, n]`` is INF), and ``argmin`` gives it whatever its tie order. The errors
+are a few units in the last place of ``|G[o*]| + 2·max|own| + stall`` (an entry of the table is three roundings of
+values that large; an o whose G is far larger has a margin that grows with it): the margin asked for is 2⁻³⁶ of
+that, ~10⁴ times more. The same bound shows row o* stays (its every switch costs more than ``val[o*] + stall``), and
+``trans[o*, o*]`` is INF, so the column written for row o* leaves it staying, as the full step does (its best switch
+is read only where it is below staying).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from kdvfs.gpus import SwitchModel
+from kdvfs.optimize.problem import Problem
+from kdvfs.switching import SwitchCosts
+
+log = logging.getLogger(__name__)
+
+_MARGIN = 2.0**-36
+"""The least relative margin (of ``|G[o*]| + 2·max|own| + stall``) by which o* must win for the cheap step."""
+
+
+def _share_gaps(pb: Problem, cand: np.ndarray, transition_s: float) -> np.ndarray:
+    """Per kernel, ``max(0, f[o] − f[o*])`` as (kernel, o*, o); it depends on neither λ nor the costs, so a search's
+    plans share it (memoised on the problem)."""
+
+    def make() -> np.ndarray:
+        f = np.minimum(1.0, transition_s / pb.T[:, cand])
+        gaps = np.maximum(f[:, None, :] - f[:, :, None], 0.0)
+        gaps.setflags(write=False)
+        return gaps
+
+    return pb.memo(("sync-share-gaps", cand.tobytes(), float(transition_s)), make)
+
+
+def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str, costs: SwitchCosts,
+           transition_table) -> np.ndarray:
+    """The setting index per instance of one sync/callback plan: ``_dp_many``'s plan for this one job, bit for bit.
+    ``transition_table`` is ``switchaware._transition_table`` (passed in: that module imports this one)."""
+    inst = pb.trace.instances()
+    T = pb.T[:, cand]
+    n, S, K = len(inst), len(cand), T.shape[0]
+    stall = costs.stall_s(mechanism, sw)
+    st = stall * costs.idle_power_w + lam * stall
+    own = pb.E[:, cand] + lam * T  # as ``_dp_many`` and the transition table compute it
+    # the table laid out (kernel, old, new): row o* of a kernel is then the contiguous column the cheap step reads
+    trans_t = np.empty((K, S, S))
+    transition_table(pb, cand, lam, sw, mechanism, trans_t.transpose(0, 2, 1))
+    tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
+    f = np.minimum(1.0, tr / T)
+    lo, hi = own.min(axis=1), own.max(axis=1)
+    g_add = list(f * own - f * lo[:, None] + st)  # G = val + g_add[k]
+    bound = _share_gaps(pb, cand, tr) * (hi - lo)[:, None, None]  # W, (kernel, o*, o)
+    ar = np.arange(S)
+    bound[:, ar, ar] = -np.inf  # o* itself is left out of the minimum (set after the product: 0·INF is NaN)
+    scale = (2 * np.maximum(np.abs(lo), np.abs(hi)) + abs(st)).tolist()
+    own_list, trans_list = list(own), list(trans_t)
+    ks = inst.tolist()
+    val = own_list[ks[0]].copy()
+    # back pointers as ``_dp_many`` keeps them, except that a cheap step keeps its o* (an int: every switching row
+    # came from it) instead of an array
+    from_prev: list[np.ndarray | int] = [0]
+    vals: list[np.ndarray] = [val]
+    best_sws: list[np.ndarray] = [val]  # instance 0 has no predecessor: never read
+    cost = np.empty((S, S))
+    column = np.empty((S, 1))
+    flat = cost.reshape(-1)
+    room = np.empty(S)
+    head = np.empty(1)
+    add, subtract, minimum, margin = np.add, np.subtract, np.minimum, _MARGIN
+    prev_append, best_append, val_append = from_prev.append, best_sws.append, vals.append
+    full = 0
+    for k in ks[1:]:
+        g = add(val, g_add[k])
+        o = int(g.argmin())
+        subtract(g, bound[k, o], out=room)
+        g_o = g.item(o)
+        if room.item(room.argmin()) - g_o > (abs(g_o) + scale[k]) * margin:
+            head[0] = val.item(o) + st  # val + stall at o*, as the full step's sum (Python floats are IEEE doubles)
+            best_sw = add(trans_list[k][o], head)
+            prev_append(o)
+        else:  # the full step, on the (old, new) table: argmin down each column is the first least old setting
+            full += 1
+            add(val, st, out=column[:, 0])
+            add(column, trans_list[k], out=cost)
+            best_prev = cost.argmin(axis=0)
+            best_sw = flat.take(best_prev * S + ar)
+            prev_append(best_prev)
+        best_append(best_sw)
+        val = minimum(val, best_sw)
+        val += own_list[k]
+        val_append(val)
+    log.debug("sync plan at lambda %.6g: %d of %d steps took the full table", lam, full, n - 1)
+    seq = np.empty(n, dtype=np.int64)
+    s = int(np.argmin(val))
+    for i in range(n - 1, 0, -1):
+        seq[i] = s
+        if not vals[i - 1][s] <= best_sws[i][s]:
+            p = from_prev[i]
+            s = p if type(p) is int else int(p[s])
+    seq[0] = s
+    return cand[seq]
