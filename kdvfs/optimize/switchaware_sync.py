@@ -116,6 +116,6 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
         seq[i] = s
         if not vals[i - 1][s] <= best_sws[i][s]:
             p = from_prev[i]
-            s = p if type(p) is int else int(p[s])
+            s = p if isinstance(p, int) else int(p[s])
     seq[0] = s
     return cand[seq]
