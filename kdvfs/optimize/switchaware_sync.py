@@ -67,18 +67,23 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
     transition_table(pb, cand, lam, sw, mechanism, trans_t.transpose(0, 2, 1))
     tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
     f = np.minimum(1.0, tr / T)
+    # kernels whose share is the same at every candidate (most often 1: the transition outlasts the kernel): their W
+    # is 0 but on the diagonal, so G with INF at o* is the minimum's operand, without the subtraction
+    even = (f == f[:, :1]).all(axis=1).tolist()
     lo, hi = own.min(axis=1), own.max(axis=1)
     g_add = list(f * own - f * lo[:, None] + st)  # G = val + g_add[k]
     bound = _share_gaps(pb, cand, tr) * (hi - lo)[:, None, None]  # W, (kernel, o*, o)
     ar = np.arange(S)
     bound[:, ar, ar] = -np.inf  # o* itself is left out of the minimum (set after the product: 0·INF is NaN)
     scale = (2 * np.maximum(np.abs(lo), np.abs(hi)) + abs(st)).tolist()
+    # a non-finite cost leaves the proof's arithmetic (INF − INF): every step is then the full table
+    margin = _MARGIN if np.isfinite(own).all() and np.isfinite(st) else np.inf
     own_list, trans_list = list(own), list(trans_t)
     ks = inst.tolist()
     val = own_list[ks[0]].copy()
-    # back pointers as ``_dp_many`` keeps them, except that a cheap step keeps its o* (an int: every switching row
+    # back pointers as ``_dp_many`` keeps them, except that a cheap step keeps its o* (an integer: every switching row
     # came from it) instead of an array
-    from_prev: list[np.ndarray | int] = [0]
+    from_prev: list[np.ndarray | np.intp] = [np.intp(0)]
     vals: list[np.ndarray] = [val]
     best_sws: list[np.ndarray] = [val]  # instance 0 has no predecessor: never read
     cost = np.empty((S, S))
@@ -86,15 +91,20 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
     flat = cost.reshape(-1)
     room = np.empty(S)
     head = np.empty(1)
-    add, subtract, minimum, margin = np.add, np.subtract, np.minimum, _MARGIN
+    add, subtract, minimum, inf = np.add, np.subtract, np.minimum, np.inf
     prev_append, best_append, val_append = from_prev.append, best_sws.append, vals.append
     full = 0
     for k in ks[1:]:
         g = add(val, g_add[k])
-        o = int(g.argmin())
-        subtract(g, bound[k, o], out=room)
+        o = g.argmin()
         g_o = g.item(o)
-        if room.item(room.argmin()) - g_o > (abs(g_o) + scale[k]) * margin:
+        if even[k]:
+            g[o] = inf
+            least = g.item(g.argmin())
+        else:
+            subtract(g, bound[k, o], out=room)
+            least = room.item(room.argmin())
+        if least - g_o > (abs(g_o) + scale[k]) * margin:
             head[0] = val.item(o) + st  # val + stall at o*, as the full step's sum (Python floats are IEEE doubles)
             best_sw = add(trans_list[k][o], head)
             prev_append(o)
@@ -116,6 +126,6 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
         seq[i] = s
         if not vals[i - 1][s] <= best_sws[i][s]:
             p = from_prev[i]
-            s = p if isinstance(p, int) else int(p[s])
+            s = int(p[s]) if isinstance(p, np.ndarray) else int(p)
     seq[0] = s
     return cand[seq]
