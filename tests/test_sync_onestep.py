@@ -96,3 +96,19 @@ def test_the_benchmark_plans_are_mostly_cheap(spaan_problem, caplog, mechanism):
     assert cheap > 0.9 * (cheap + full)
     assert np.array_equal(_dp(pb, cand, lam, sw, mechanism, COSTS),
                           _dp_many(pb, cand, [(lam, sw, mechanism, COSTS)])[0])
+
+
+@pytest.mark.parametrize("mechanism", ["sync", "predictive"])
+def test_the_transposed_table_is_the_tables_transpose(mechanism):
+    """``_transition_table_t`` writes ``_transition_table``'s floats, laid out (kernel, old, new)."""
+    from kdvfs.optimize.switchaware import _transition_table
+
+    for seed in range(10):
+        pb, cand = _layered(seed, seed % 2 == 0)
+        sw = SwitchModel.from_latency(1e-3)
+        K, S = pb.T.shape  # noqa: N806
+        a, b = np.empty((K, S, S)), np.empty((K, S, S))
+        _transition_table(pb, cand, 30.0, sw, mechanism, a)
+        tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
+        ss._transition_table_t(pb.T[:, cand], pb.E[:, cand], 30.0, tr, b)
+        assert a.transpose(0, 2, 1).tobytes() == b.tobytes()

@@ -122,7 +122,7 @@ def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
 def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str, costs: SwitchCosts) -> np.ndarray:
     """Setting index per instance minimising Σ(E + λT) + switch costs (planner's approximation): ``_dp_many``'s plan for
     this one job, by the cheaper step of ``switchaware_sync`` where it is proven to give the same."""
-    return dp_one(pb, cand, lam, sw, mechanism, costs, _transition_table)
+    return dp_one(pb, cand, lam, sw, mechanism, costs)
 
 
 def _transition_table(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str,

@@ -52,20 +52,33 @@ def _share_gaps(pb: Problem, cand: np.ndarray, transition_s: float) -> np.ndarra
     return pb.memo(("sync-share-gaps", cand.tobytes(), float(transition_s)), make)
 
 
-def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str, costs: SwitchCosts,
-           transition_table) -> np.ndarray:
-    """The setting index per instance of one sync/callback plan: ``_dp_many``'s plan for this one job, bit for bit.
-    ``transition_table`` is ``switchaware._transition_table`` (passed in: that module imports this one)."""
+def _transition_table_t(T: np.ndarray, E: np.ndarray, lam: float, transition_s: float,  # noqa: N803
+                        out: np.ndarray) -> None:
+    """``switchaware._transition_table`` laid out (kernel, old, new), written to ``out``: the same operations on the
+    same operands element for element (only the broadcasts run along the other axis), so the same floats, and a
+    contiguous write instead of a strided one."""
+    ar = np.arange(T.shape[1])
+    own = E + lam * T  # (K, S)
+    frac = np.minimum(1.0, transition_s / T)  # (K, S_old)
+    np.multiply((1 - frac)[:, :, None], own[:, None, :], out=out)
+    np.add((frac * (E + lam * T))[:, :, None], out, out=out)
+    np.subtract(out, own[:, None, :], out=out)
+    out[:, ar, ar] = np.inf  # staying is not a switch
+
+
+def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str,
+           costs: SwitchCosts) -> np.ndarray:
+    """The setting index per instance of one sync/callback plan: ``_dp_many``'s plan for this one job, bit for bit."""
     inst = pb.trace.instances()
-    T = pb.T[:, cand]
+    T, E = pb.T[:, cand], pb.E[:, cand]  # noqa: N806
     n, S, K = len(inst), len(cand), T.shape[0]
     stall = costs.stall_s(mechanism, sw)
     st = stall * costs.idle_power_w + lam * stall
-    own = pb.E[:, cand] + lam * T  # as ``_dp_many`` and the transition table compute it
+    own = E + lam * T  # as ``_dp_many`` and the transition table compute it
+    tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
     # the table laid out (kernel, old, new): row o* of a kernel is then the contiguous column the cheap step reads
     trans_t = np.empty((K, S, S))
-    transition_table(pb, cand, lam, sw, mechanism, trans_t.transpose(0, 2, 1))
-    tr = sw.host_call_s + sw.transition_s if mechanism == "predictive" else sw.transition_s
+    _transition_table_t(T, E, lam, tr, trans_t)
     f = np.minimum(1.0, tr / T)
     # kernels whose share is the same at every candidate (most often 1: the transition outlasts the kernel): their W
     # is 0 but on the diagonal, so G with INF at o* is the minimum's operand, without the subtraction
