@@ -39,15 +39,20 @@ _MARGIN = 2.0**-36
 """The least relative margin (of ``|G[o*]| + 2·max|own| + stall``) by which o* must win for the cheap step."""
 
 
-def _share_gaps(pb: Problem, cand: np.ndarray, transition_s: float) -> np.ndarray:
-    """Per kernel, ``max(0, f[o] − f[o*])`` as (kernel, o*, o); it depends on neither λ nor the costs, so a search's
-    plans share it (memoised on the problem)."""
+def _share_gaps(pb: Problem, cand: np.ndarray, transition_s: float) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The kernels whose share f differs between candidates, as a slot per kernel (−1 where f is the same at every
+    candidate: their W is 0 off the diagonal) and as indices, and for those kernels ``max(0, f[o] − f[o*])`` as
+    (slot, o*, o). It depends on neither λ nor the costs, so a search's plans share it (memoised on the problem)."""
 
-    def make() -> np.ndarray:
+    def make() -> tuple[list[int], np.ndarray, np.ndarray]:
         f = np.minimum(1.0, transition_s / pb.T[:, cand])
-        gaps = np.maximum(f[:, None, :] - f[:, :, None], 0.0)
+        uneven = np.flatnonzero(~(f == f[:, :1]).all(axis=1))
+        slot = np.full(len(f), -1, dtype=np.int64)
+        slot[uneven] = np.arange(len(uneven))
+        fu = f[uneven]
+        gaps = np.maximum(fu[:, None, :] - fu[:, :, None], 0.0)
         gaps.setflags(write=False)
-        return gaps
+        return slot.tolist(), uneven, gaps
 
     return pb.memo(("sync-share-gaps", cand.tobytes(), float(transition_s)), make)
 
@@ -80,12 +85,12 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
     trans_t = np.empty((K, S, S))
     _transition_table_t(T, E, lam, tr, trans_t)
     f = np.minimum(1.0, tr / T)
-    # kernels whose share is the same at every candidate (most often 1: the transition outlasts the kernel): their W
-    # is 0 but on the diagonal, so G with INF at o* is the minimum's operand, without the subtraction
-    even = (f == f[:, :1]).all(axis=1).tolist()
     lo, hi = own.min(axis=1), own.max(axis=1)
     g_add = list(f * own - f * lo[:, None] + st)  # G = val + g_add[k]
-    bound = _share_gaps(pb, cand, tr) * (hi - lo)[:, None, None]  # W, (kernel, o*, o)
+    # W for the kernels whose share differs between candidates; the others (most often f = 1 everywhere: the
+    # transition outlasts the kernel) have W 0 but on the diagonal, so G with INF at o* is the minimum's operand
+    slot, uneven, gaps = _share_gaps(pb, cand, tr)
+    bound = gaps * (hi - lo)[uneven][:, None, None]  # W, (slot, o*, o)
     ar = np.arange(S)
     bound[:, ar, ar] = -np.inf  # o* itself is left out of the minimum (set after the product: 0·INF is NaN)
     scale = (2 * np.maximum(np.abs(lo), np.abs(hi)) + abs(st)).tolist()
@@ -111,11 +116,12 @@ def dp_one(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism
         g = add(val, g_add[k])
         o = g.argmin()
         g_o = g.item(o)
-        if even[k]:
+        at = slot[k]
+        if at < 0:
             g[o] = inf
             least = g.item(g.argmin())
         else:
-            subtract(g, bound[k, o], out=room)
+            subtract(g, bound[at, o], out=room)
             least = room.item(room.argmin())
         if least - g_o > (abs(g_o) + scale[k]) * margin:
             head[0] = val.item(o) + st  # val + stall at o*, as the full step's sum (Python floats are IEEE doubles)
