@@ -6,7 +6,7 @@ trans[n, o]``: a 48 × 48 table per instance. With ``f[o]`` the share of the ker
 transition (``min(1, transition / T[o])``), ``trans[n, o]`` is ``f[o]·(own[o] − own[n])`` up to rounding, so the rows
 differ only by ``−f[o]·own[n]``: on 99 % of the benchmark trace's steps every row but one takes the same o*. The step
 here finds that o* on a 48-vector, proves it is every other row's unique least with a margin far above the rounding
-of the table (below), and then needs only row o*'s column of the table: six calls on 48-vectors instead of three
+of the table (below), and then needs only row o*'s column of the table: seven calls on 48-vectors instead of three
 passes over the 48 × 48 table. Where the proof fails (near-ties, or rows that really differ) the step is the full
 table, so the plan is the full DP's bit for bit: the same values in every state and every back pointer the backtrack
 reads (``tests/test_sync_onestep.py`` checks it against ``_dp_many`` on random problems with exact ties).
