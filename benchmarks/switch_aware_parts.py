@@ -17,7 +17,7 @@ import kdvfs.optimize.switchaware as sa
 from kdvfs.optimize import Problem, knapsack, switch_aware
 from kdvfs.switching import SwitchCosts
 
-PARTS = ("_dp_many", "_dp_predictive", "_waste_setting_index", "_evaluate_sidx", "candidate_settings",
+PARTS = ("_dp", "_dp_many", "_dp_predictive", "_waste_setting_index", "_evaluate_sidx", "candidate_settings",
          "_late_fractions", "_schedule_from_settings")
 
 

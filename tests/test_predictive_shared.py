@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import given, settings
@@ -18,25 +17,19 @@ from kdvfs.optimize.switchaware import _dp_predictive, _dp_predictive_many, _lat
 from kdvfs.optimize.switchaware_predictive import _late_steps
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dp_problems import problem, tables  # noqa: E402
 from test_speed import _old_dp_predictive  # noqa: E402
 
 
 def _layered(seed: int, levels: bool):
     rng = np.random.default_rng(seed)
     K, S = int(rng.integers(3, 7)), int(rng.integers(3, 8))  # noqa: N806
-    if levels:  # few distinct values: equal table entries, so the order in which ties break is checked
-        T = rng.choice([2e-4, 5e-4, 1e-3, 3e-3], size=(K, S))  # noqa: N806
-        E = rng.choice([0.1, 0.2, 0.4], size=(K, S))  # noqa: N806
-    else:
-        T = rng.uniform(1e-4, 5e-3, size=(K, S))  # noqa: N806
-        E = T * rng.uniform(100, 300, size=(K, S))  # noqa: N806
+    T, E = tables(rng, K, S, levels)  # noqa: N806
     block = rng.integers(0, K, int(rng.integers(2, 6)))
     parts = [rng.integers(0, K, int(rng.integers(0, 3)))]
     for _ in range(int(rng.integers(3, 9))):
         parts += [block, rng.integers(0, K, int(rng.integers(0, 2)))]
-    inst = np.concatenate(parts).astype(np.int64)
-    pb = SimpleNamespace(trace=SimpleNamespace(instances=lambda: inst), T=T, E=E)
-    return pb, np.arange(S)
+    return problem(np.concatenate(parts).astype(np.int64), T, E)
 
 
 @settings(max_examples=60, deadline=None)

@@ -28,6 +28,7 @@ from kdvfs.optimize.switchaware_predictive import _late_fractions as _late_fract
 from kdvfs.optimize.switchaware_predictive import _late_steps as _late_steps
 from kdvfs.optimize.switchaware_predictive import _LateSteps as _LateSteps
 from kdvfs.optimize.switchaware_predictive import _on_time_switches as _on_time_switches
+from kdvfs.optimize.switchaware_sync import dp_one
 from kdvfs.prediction import Prediction, SwitchPlan
 from kdvfs.schedule import Schedule
 from kdvfs.switching import SwitchCosts, check_mechanism, sequence_cost
@@ -119,8 +120,9 @@ def _candidate_settings(pb: Problem, limit: int) -> np.ndarray:
 
 
 def _dp(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str, costs: SwitchCosts) -> np.ndarray:
-    """Setting index per instance minimising Σ(E + λT) + switch costs (planner's approximation)."""
-    return _dp_many(pb, cand, [(lam, sw, mechanism, costs)])[0]
+    """Setting index per instance minimising Σ(E + λT) + switch costs (planner's approximation): ``_dp_many``'s plan for
+    this one job, by the cheaper step of ``switchaware_sync`` where it is proven to give the same."""
+    return dp_one(pb, cand, lam, sw, mechanism, costs)
 
 
 def _transition_table(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, mechanism: str,
@@ -296,7 +298,8 @@ def switch_aware_many(pb: Problem, requests: Sequence[tuple[SwitchModel, str, Sw
         batched = [x for x in active if x.mechanism != "predictive"]
         for lo in range(0, len(batched), _BATCH):
             part = batched[lo:lo + _BATCH]
-            plans = _dp_many(pb, part[0].cand, [(x.lam, x.sw, x.mechanism, x.costs) for x in part])
+            jobs = [(x.lam, x.sw, x.mechanism, x.costs) for x in part]
+            plans = [_dp(pb, part[0].cand, *jobs[0])] if len(part) == 1 else _dp_many(pb, part[0].cand, jobs)
             for x, sidx in zip(part, plans):
                 x.step(sidx)
         predictive = [x for x in active if x.mechanism == "predictive"]

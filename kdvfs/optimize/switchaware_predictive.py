@@ -19,6 +19,38 @@ from kdvfs.optimize.problem import Problem
 
 
 @dataclass(frozen=True, slots=True)
+class _History:
+    """Every instance's states of one predictive plan, kept to the plan's end (a scratch the search's plans reuse: a
+    fresh one each plan would cost its page faults). Keeping them all, rather than the instance before and this one in
+    two buffers used in turn, lets the backtrack read which of the capped age's two predecessors was kept from the
+    values themselves instead of a comparison made at every step (~7 % of a plan).
+
+    Attributes:
+        states: per instance, its states' values (setting, age), shape (n, S, ages).
+        rows: per instance, its (S, ages) view (indexing a list is cheaper than slicing, per step).
+        cap: per instance, its capped age as an (S,) view.
+        age0: per instance, its age 0 as an (S,) view.
+        older: per instance, its flat (setting, age) values but the last.
+        newer: per instance, its flat values but the first.
+    """
+
+    states: np.ndarray
+    rows: list[np.ndarray]
+    cap: list[np.ndarray]
+    age0: list[np.ndarray]
+    older: list[np.ndarray]
+    newer: list[np.ndarray]
+
+
+def _history(n: int, settings: int, ages: int) -> _History:
+    """A ``_History`` for ``n`` instances of ``settings`` × ``ages`` states (its values unset)."""
+    states = np.empty((n, settings, ages))
+    flat = states.reshape(n, -1)
+    return _History(states, list(states), list(states[:, :, ages - 1]), list(states[:, :, 0]), list(flat[:, :-1]),
+                    list(flat[:, 1:]))
+
+
+@dataclass(frozen=True, slots=True)
 class _LateSteps:
     """What the predictive DP reads of the late fractions at each step, made once per search: none of it depends on
     λ, and making it took ~0.7 ms of each ~10 ms plan.
@@ -40,6 +72,7 @@ class _LateSteps:
         pair_frac: per shared pair, its late fractions as a (1, S, ages) row, shape (pairs, 1, S, ages).
         products: scratch for one plan's products of the shared pairs, shape (pairs, S, S, ages) (a buffer kept
             across the search's plans: a fresh one each plan costs its page faults).
+        history: scratch for one plan's states (``_History``), kept across the search's plans likewise.
     """
 
     frac: np.ndarray
@@ -50,6 +83,7 @@ class _LateSteps:
     pair_kernel: np.ndarray
     pair_frac: np.ndarray
     products: np.ndarray
+    history: _History
 
 
 _SHARED_BYTES = 32 * 2**20
@@ -82,7 +116,8 @@ def _late_steps(frac_all: np.ndarray, inst: np.ndarray) -> _LateSteps:
         first.append(at[0])
     rows = np.array(first, dtype=np.int64)
     return _LateSteps(frac_all, list(frac_all[:, None]), list(frac_all[:, :, 0][:, None]), kind, pair,
-                      np.asarray(inst, dtype=np.int64)[rows], frac_all[rows][:, None], np.empty((len(rows), S, S, A)))
+                      np.asarray(inst, dtype=np.int64)[rows], frac_all[rows][:, None], np.empty((len(rows), S, S, A)),
+                      _history(n, S, A))
 
 
 def _pair_products(steps: _LateSteps, diff_rep: np.ndarray) -> list[np.ndarray]:
@@ -114,16 +149,16 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     if steps is None:
         steps = _late_steps(_late_fractions(pb, cand, sw, ages) if frac_all is None else frac_all, inst)
     INF = np.inf
-    # the states of the instance before and of this one in two buffers used in turn, each with the views a step
-    # needs made once (no per-step slicing or allocation)
-    bufs = np.empty((2, S, A))
-    bufs[0] = INF
-    bufs[0, :, 0] = own_all[inst[0]]
+    # every instance's states, each with the views a step needs made once per search (no per-step slicing or
+    # allocation)
+    hist = steps.history
+    hist.states[0] = INF
+    hist.states[0, :, 0] = own_all[inst[0]]
     # back pointers, compactly (one array per instance in a list: appending is cheaper than storing a row): a run of
     # age 0 came from the flattened (setting, age) `from_switch[i]`; a run of age a in 1 … A−2 from (same setting,
-    # a − 1); the capped age from (same setting, A − 1) where `from_cap[i]`, else A − 2
+    # a − 1); the capped age from (same setting, A − 1) where that state's value was below A − 2's, else A − 2 (read
+    # from the states by the backtrack)
     from_switch: list[np.ndarray] = [np.zeros(S, dtype=np.int64)]
-    from_cap: list[np.ndarray] = [np.zeros(S, dtype=bool)]
     idx = np.arange(S)
     # per kernel: own_old − own_new for every (new, old) pair; laid out (new, old, age) so that the minimum over
     # (old, age) runs along contiguous memory. The diagonal is excluded (staying is not a switch).
@@ -148,22 +183,22 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     line = cost.reshape(-1)
     cost0 = cost[:, :, 0]
     row_start = idx * (S * A)
-    multiply, add, less, minimum = np.multiply, np.add, np.less, np.minimum
-    val_b, cap_b, age0_b = list(bufs), list(bufs[:, :, A - 1]), list(bufs[:, :, 0])
+    multiply, add, minimum = np.multiply, np.add, np.minimum
+    val_b, cap_b, age0_b = hist.rows, hist.cap, hist.age0
     # the growing ages as one contiguous copy: the flat (setting, age) values from position 1 on take the previous
     # instance's up to its last but one, which puts age a − 1 at age a (the age-0 entries it also writes, from the
     # setting before, are then overwritten by the switch step)
-    older_b, newer_b = list(bufs.reshape(2, -1)[:, :-1]), list(bufs.reshape(2, -1)[:, 1:])
+    older_b, newer_b = hist.older, hist.newer
     # instances before which no switch can land late (a quarter of the bundled RTX trace's): every switch costs the
     # state's own value there (0·diff + val is val, bit for bit), so each row's best is the first least state outside
     # its own setting's block, found without the (S, S', A) table
     ks = inst.tolist()
     argmin, take = flat.argmin, line.take  # looked up once, not per step
-    switch_append, cap_append = from_switch.append, from_cap.append
+    switch_append = from_switch.append
     fills = np.repeat(np.arange(S * A)[:, None], S, axis=1)
     for i in range(1, n):
         k = ks[i]
-        o, c = (i - 1) & 1, i & 1  # the buffers of the instance before and of this one
+        o, c = i - 1, i  # the states of the instance before and of this one
         val = val_b[o]
         newer_b[c][...] = older_b[o]  # stay: the age grows …
         if not kind[i]:
@@ -184,11 +219,10 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
             best = argmin(axis=1)
             age0_b[c][...] = take(row_start + best)  # switch: a fresh run of age 0 (flat[idx, best])
         # … up to the cap: where(cap < prev, cap, prev), as minimum(cap, prev) (the same values); prev is the copy's
-        cap_append(less(cap_b[o], cap_b[c]))
         minimum(cap_b[o], cap_b[c], out=cap_b[c])
         val_b[c] += own_rep[k]
         switch_append(best)
-    return cand[_backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
+    return cand[_backtrack_history(from_switch, hist.states)]
 
 
 def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarray], last: np.ndarray) -> np.ndarray:
@@ -204,6 +238,25 @@ def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarr
         elif a_ < A - 1:
             a_ -= 1
         elif not from_cap[i][s_]:
+            a_ = A - 2
+    seq[0] = s_
+    return seq
+
+
+def _backtrack_history(from_switch: list[np.ndarray], states: np.ndarray) -> np.ndarray:
+    """``_backtrack_predictive`` where every instance's states are kept (``_History``): the capped age came from the
+    capped age where ``states[i − 1, s, A − 1] < states[i − 1, s, A − 2]`` (the comparison the step's minimum made, on
+    the same two values), else from age A − 2."""
+    n, S, A = states.shape  # noqa: N806
+    seq = np.empty(n, dtype=np.int64)
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(states[n - 1])), (S, A)))
+    for i in range(n - 1, 0, -1):
+        seq[i] = s_
+        if a_ == 0:
+            s_, a_ = divmod(int(from_switch[i][s_]), A)
+        elif a_ < A - 1:
+            a_ -= 1
+        elif not states[i - 1, s_, A - 1] < states[i - 1, s_, A - 2]:
             a_ = A - 2
     seq[0] = s_
     return seq
