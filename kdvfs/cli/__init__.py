@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         from kdvfs.cli.common import check_seed
 
         check_seed(a)
+        from kdvfs.cli.flags import check_numeric_flags
+
+        check_numeric_flags(a)  # every verb: a bad numeric flag is said before anything is loaded
         return int(a.fn(a) or 0)
     except KdvfsError as e:
         print(f"kdvfs: error: {e}", file=sys.stderr)

@@ -176,41 +176,51 @@ def _on_executor(executor_spec, console, total, label, job):
 
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
             size=None, settings="all", output=None):
-    """The grid's rows; with ``output`` (the CSV), each finished task is kept in a journal beside it, and a run of the
-    same grid cut short (Ctrl-C, a lost machine) resumes from it (``simulator.whatif_journal``)."""
+    """The grid's rows. Each finished task is kept in a journal (``simulator.whatif_journal``): beside the CSV with
+    ``output``, else in kdvfs's state folder by the grid's key; a run of the same grid cut short (Ctrl-C, a lost
+    machine) resumes from either. Returns the rows and the journals, which the caller removes once the results are safe."""
+    from collections.abc import Callable
+
+    from kdvfs.bundled import resolve_profile_path, resolve_trace_path
     from simulator.whatif import run_grid
+    from simulator.whatif_journal import Journal, grid_journal_path, grid_key, journal_path
 
-    journal, done = None, {}
-    if output:
-        from kdvfs.bundled import resolve_profile_path, resolve_trace_path
-        from simulator.whatif_journal import Journal, grid_key, journal_path
-
-        journal = Journal(journal_path(output), grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref),
-                                                         card, scenarios, limiter, size, settings))
-        done = journal.load()
-        err = make_console(sys.stderr)
-        if done:
-            err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {journal.path} (an interrupted run of "
-                      "this grid)", markup=False)
-        elif journal.stale:
-            err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
-                      "starting over", markup=False)
-        journal.start(keep=bool(done))
+    key = grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref), card, scenarios, limiter, size,
+                   settings)
+    kept = Journal(grid_journal_path(key), key)  # where a run without -o keeps its tasks
+    journal = Journal(journal_path(output), key) if output else kept
+    own = journal.load()
+    done = own or (kept.load() if journal is not kept else {})  # a run without -o resumed with it takes those too
+    err = make_console(sys.stderr)
+    if done:
+        err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {(journal if own else kept).path} (an "
+                  "interrupted run of this grid)", markup=False)
+    elif journal.stale:
+        err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
+                  "starting over", markup=False)
+    record: Callable[[list[int], list[dict]], None] | None = journal.record
+    try:
+        journal.start(keep=bool(own))
+        if done and not own:
+            journal.record(list(done), list(done.values()))
+    except OSError as e:
+        if output:  # the CSV's own folder was checked writable: this is the disk, not the path
+            raise
+        err.print(f"note: {journal.path} cannot be written ({e.strerror or e}): an interrupted run keeps nothing; "
+                  "give -o FILE.csv to keep finished scenarios beside it", markup=False)
+        record = None
     try:
         rows = _on_executor(executor_spec, console, len(scenarios), label,
                             lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
                                                       limiter=limiter, size=size, settings=settings, done=done,
-                                                      on_task=journal.record if journal else None))
+                                                      on_task=record))
     except KeyboardInterrupt:
-        if journal is not None:
-            kept = len(journal.load())
-            make_console(sys.stderr).print(f"{kept} of {len(scenarios)} scenarios kept in {journal.path}; run the same "
-                                           "command again to resume", markup=False)
-        else:
-            make_console(sys.stderr).print("nothing kept: give -o FILE.csv to keep finished scenarios for a resume",
-                                           markup=False)
+        if record is not None:
+            how = "run the same command again to resume" + ("" if output else " (with or without -o FILE.csv)")
+            err.print(f"{len(journal.load())} of {len(scenarios)} scenarios kept in {journal.path}; {how}",
+                      markup=False)
         raise
-    return rows, journal
+    return rows, (journal, kept)
 
 
 def cmd_whatif(a) -> int:
@@ -263,7 +273,8 @@ def cmd_whatif(a) -> int:
                             size=size, settings=a.settings, output=a.output)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
-        journal.remove()
+    for jn in journal:  # the results are written (or, without -o, about to be printed): nothing left to resume
+        jn.remove()
     if png is not None:
         try:
             plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")
