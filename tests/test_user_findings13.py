@@ -133,3 +133,88 @@ def test_an_unwritable_state_folder_does_not_stop_a_whatif_without_output(tmp_pa
     assert code == 0, err
     assert "an interrupted run keeps nothing" in " ".join(err.split())
     assert len(json.loads(out)) == 2
+
+
+# ------------------------------ leftover 3: sub-module segments of a layer that ran without hooks (SqueezeBERT's 104)
+def _kineto_sublayers(layers: int, with_layer: bool) -> dict:
+    """One forward step of ``layers`` identical layers, each four sub-modules (``Attn``, ``Norm``, ``Mlp``, ``Norm``:
+    SqueezeBERT's ``SqueezeBertSelfAttention``, ``ConvDropoutLayerNorm``, ``ConvActivation``,
+    ``ConvDropoutLayerNorm``) under an ``Encoder``; the layer's own module range only ``with_layer`` (Hugging Face's
+    SqueezeBERT calls ``layer.forward(...)``, which runs no hooks, so its traces have none)."""
+    ev: list[dict] = []
+    corr = [0]
+
+    def module(name, ts, dur):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"kdvfs.module:{name}", "ts": ts, "dur": dur,
+                   "pid": 1, "tid": 1})
+
+    def op(name, kernel, ts):
+        corr[0] += 1
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": 4, "pid": 1, "tid": 1, "args": {}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts + 1, "dur": 1, "pid": 1,
+                   "tid": 1, "args": {"correlation": corr[0]}})
+        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "ts": 5000 + 20 * corr[0], "dur": 10 + corr[0] % 2,
+                   "pid": 0, "tid": 7, "args": {"correlation": corr[0], "stream": 7, "grid": [8, 1, 1],
+                                                 "block": [128, 1, 1]}})
+
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 4990, "pid": 1, "tid": 1})
+    module("Model_0", 1, 4980)
+    op("aten::embedding", "embedding_kernel", 2)
+    module("Encoder_0", 9, 4900)
+    subs = (("Attn", "gemm_kernel_a"), ("Norm", "layer_norm_kernel"), ("Mlp", "gemm_kernel_b"),
+            ("Norm", "layer_norm_kernel"))
+    n = {"Attn": 0, "Norm": 0, "Mlp": 0}
+    for i in range(layers):
+        t0 = 10 + 400 * i
+        if with_layer:
+            module(f"Layer_{i}", t0, 390)
+        for q, (cls, kernel) in enumerate(subs):
+            module(f"{cls}_{n[cls]}", t0 + 5 + 90 * q, 80)
+            n[cls] += 1
+            op("aten::mm" if "gemm" in kernel else "aten::native_layer_norm", kernel, t0 + 10 + 90 * q)
+            op("aten::add", "vectorized_elementwise_kernel_add", t0 + 40 + 90 * q)
+    op("aten::sum", "reduce_kernel", 10 + 400 * layers)
+    return {"traceEvents": ev}
+
+
+def test_a_layer_seen_only_through_its_sub_modules_is_said_not_silently_unfolded(tmp_path):
+    """SqueezeBERT's forward imported as 48 sub-module segments (plus the backward's) with no word why, where the
+    README promises `forward.Layer × 12`. The sub-modules are kept as segments: the layer module never ran its hooks,
+    so they are the only boundaries a runtime sees, and folding them into a segment named by the group's first class
+    would miscount that class's events (it occurs twice in a group). The import now says what repeats and why."""
+    from kdvfs.importers import import_kineto
+    from kdvfs.runtime_plan import regions_of
+
+    p = tmp_path / "sub.json"
+    p.write_text(json.dumps(_kineto_sublayers(3, with_layer=False)))
+    imp = import_kineto(p, name="sub")
+    fwd = [s for s in imp.trace.segments if s.pass_name == "forward" and "." in s.name]
+    assert [s.name.split("#")[0] for s in fwd] == ["forward.Attn", "forward.Norm", "forward.Mlp", "forward.Norm"] * 3
+    assert all(s.repeat == 1 for s in fwd)
+    note = " ".join(imp.trace.notes.split())
+    assert "forward: a group of 4 module instances (Attn, Norm, Mlp, Norm) repeats × 3" in note, note
+    assert "layer.forward(...)" in note
+    # every sub-module start is a runtime event, each counted as the runtime will see it (Norm twice a layer)
+    events = [ev for ev, *_ in regions_of(imp.trace)]
+    assert events.count("forward.Norm") == 6 and events.count("forward.Attn") == 3
+
+    # the control: with the layer's own range the layers fold, and nothing is said
+    p2 = tmp_path / "layer.json"
+    p2.write_text(json.dumps(_kineto_sublayers(3, with_layer=True)))
+    imp2 = import_kineto(p2, name="layer")
+    seg = {s.name: s for s in imp2.trace.segments}
+    assert seg["forward.Layer"].repeat == 3 and len(seg["forward.Layer"].kernels) == 8
+    assert "a group of" not in str(imp2.trace.notes)
+
+
+def test_a_group_of_one_class_or_of_different_kernels_is_no_group():
+    """merge_units already folds consecutive instances of one class; a group whose kernels differ is no repeat."""
+    import numpy as np
+
+    from kdvfs.structure import Block, unit_group_repeat
+
+    keys = np.arange(8)
+    assert unit_group_repeat(keys, [Block(0, 2, 4, "Layer")]) is None
+    blocks = [Block(i, 1, 1, ("Attn_0", "Mlp_0")[i % 2]) for i in range(8)]
+    assert unit_group_repeat(keys, blocks) is None  # every kernel different
+    assert unit_group_repeat(np.array([5, 6] * 4), blocks) == (("Attn_0", "Mlp_0"), 4)
