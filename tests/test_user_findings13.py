@@ -218,3 +218,25 @@ def test_a_group_of_one_class_or_of_different_kernels_is_no_group():
     blocks = [Block(i, 1, 1, ("Attn_0", "Mlp_0")[i % 2]) for i in range(8)]
     assert unit_group_repeat(keys, blocks) is None  # every kernel different
     assert unit_group_repeat(np.array([5, 6] * 4), blocks) == (("Attn_0", "Mlp_0"), 4)
+
+
+# ------------------------------------------------------------------------------ part 2: a new user, a hostile tester
+def test_whatif_names_a_file_that_is_no_profile_not_a_missing_card(tmp_path, capsys):
+    """`whatif --profile s1.json` (a schedule) said "profile 's1.json' does not name its card: give --gpu NAME"; with
+    --gpu the same file was then named a schedule. It is named a schedule at once."""
+    s = tmp_path / "s1.json"
+    assert run_cli(["optimize", "--trace", TRACE, "--slack", "1", "-o", str(s)], capsys)[0] == 0
+    one_error_line(*run_cli(["whatif", "--trace", TRACE, "--profile", str(s)], capsys), "kdvfs-schedule/1",
+                   "not a profile CSV")
+    e = tmp_path / "empty.csv"
+    e.write_text("")
+    line = one_error_line(*run_cli(["whatif", "--trace", TRACE, "--profile", str(e)], capsys), "empty.csv")
+    assert "card" not in line
+
+
+def test_validate_steps_names_a_profiler_trace_given_for_the_folder(tmp_path, capsys):
+    """`validate-steps squeezebert.kineto.json.gz` said "is not JSON ('utf-8' codec can't decode byte 0x8b …)" of a
+    gzipped JSON file: it names the file's kind and what to give."""
+    k = ROOT / "validation" / "h200" / "steps13" / "squeezebert.kineto.json.gz"
+    one_error_line(*run_cli(["validate-steps", str(k), "--gpu", "h200"], capsys), "is a PyTorch profiler trace",
+                   "measure-steps")

@@ -234,6 +234,7 @@ def cmd_whatif(a) -> int:
     # the card the profile belongs to: --gpu, else the profile's own header (never a silent default)
     card = a.gpu or profile_gpu(profile_ref)
     if not card:
+        load_profile_ref(profile_ref)  # a schedule, a trace, an empty file: said as such, not as a missing card word
         raise InputError(f"profile {profile_ref!r} does not name its card: give --gpu NAME")
     get_gpu(card)
     from kdvfs.bundled import resolve_profile_path
