@@ -187,6 +187,15 @@ def overlap_note_of(trace: Trace) -> str | None:
                  and "streams overlap" in n), None)
 
 
+GROUP_NOTE_MARK = "module instances repeat unfolded"  # in the note ``import_kineto`` leaves (``group_notes_of``)
+
+
+def group_notes_of(trace: Trace) -> list[str]:
+    """The notes ``import_kineto`` left where a group of module instances repeats unfolded (a layer run without
+    hooks: ``kdvfs.structure.unit_group_repeat``), one per pass."""
+    return [n.strip() for n in str(trace.notes or "").split("; ") if GROUP_NOTE_MARK in n]
+
+
 def busy_overlap(events) -> tuple[float, float, int]:
     """(summed duration, union of the intervals, streams) of GPU events, seconds: the union is the time at least one
     of them ran."""
@@ -303,7 +312,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
     notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
     for p, (classes, count) in groups:  # 104 segments where the user expected 12 layers, and no word why
-        notes.append(f"{p}: a group of {len(classes)} module instances ({', '.join(classes)}) repeats × {count} with "
+        notes.append(f"{p}: {GROUP_NOTE_MARK} × {count}, a group of {len(classes)} ({', '.join(classes)}) with "
                      "identical kernels, each instance its own segment: the module holding them ran without module "
                      "hooks (called as `layer.forward(...)`), so its sub-modules are the boundaries a runtime can see")
     crossed, example = crossed_module_ranges(raw.threads)

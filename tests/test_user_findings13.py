@@ -192,7 +192,7 @@ def test_a_layer_seen_only_through_its_sub_modules_is_said_not_silently_unfolded
     assert [s.name.split("#")[0] for s in fwd] == ["forward.Attn", "forward.Norm", "forward.Mlp", "forward.Norm"] * 3
     assert all(s.repeat == 1 for s in fwd)
     note = " ".join(imp.trace.notes.split())
-    assert "forward: a group of 4 module instances (Attn, Norm, Mlp, Norm) repeats × 3" in note, note
+    assert "forward: module instances repeat unfolded × 3, a group of 4 (Attn, Norm, Mlp, Norm)" in note, note
     assert "layer.forward(...)" in note
     # every sub-module start is a runtime event, each counted as the runtime will see it (Norm twice a layer)
     events = [ev for ev, *_ in regions_of(imp.trace)]
@@ -205,6 +205,14 @@ def test_a_layer_seen_only_through_its_sub_modules_is_said_not_silently_unfolded
     seg = {s.name: s for s in imp2.trace.segments}
     assert seg["forward.Layer"].repeat == 3 and len(seg["forward.Layer"].kernels) == 8
     assert "a group of" not in str(imp2.trace.notes)
+
+
+def test_trace_import_says_why_the_layers_did_not_fold(tmp_path, capsys):
+    p = tmp_path / "sub.json"
+    p.write_text(json.dumps(_kineto_sublayers(2, with_layer=False)))
+    code, out, err = run_cli(["trace", "import", str(p), "-o", str(tmp_path / "t.json")], capsys)
+    assert code == 0, err
+    assert "forward: module instances repeat unfolded × 2" in " ".join(out.split())
 
 
 def test_a_group_of_one_class_or_of_different_kernels_is_no_group():
