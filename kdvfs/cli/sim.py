@@ -168,10 +168,23 @@ def _on_executor(executor_spec, console, total, label, job):
             task = prog.add_task(label, total=total)
             return job(ex, lambda n: prog.advance(task, n))
     except KeyboardInterrupt:
+        _no_second_interrupt()
         ex.close(abort=True)  # end the running tasks: waiting for them kept Ctrl-C waiting a minute for nothing
         raise
     finally:
         ex.close()
+
+
+def _no_second_interrupt() -> None:
+    """Ignore SIGINT from here on: the command is ending. `timeout -s INT` signals the command and then its process
+    group, so a second SIGINT came while the workers were ended and cut short the message saying what was kept (or,
+    at exit, printed a traceback from concurrent.futures' thread join); an impatient second Ctrl-C did the same.
+    SIGTERM and SIGKILL still end it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
