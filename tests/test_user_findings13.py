@@ -304,3 +304,12 @@ def test_a_second_interrupt_does_not_cut_short_what_whatif_says_it_kept(tmp_path
     err = " ".join(err.split())
     assert code == 130 and second
     assert "1 of 2 scenarios kept in" in err, err
+
+
+def test_anchors_name_a_profiler_trace_given_for_them(tmp_path, capsys):
+    """`validate-steps DIR --anchors step.kineto.json.gz` (the step's trace in place of the anchor run) said "its
+    'format' is None"; it names the file's kind."""
+    k = ROOT / "validation" / "h200" / "steps13" / "squeezebert.kineto.json.gz"
+    one_error_line(*run_cli(["analyze", str(k), "--gpu", "h200", "--anchors", str(k), "-o", str(tmp_path / "a")],
+                           capsys),
+                   "is not a kdvfs-characterization/1 file (a PyTorch profiler trace)")
