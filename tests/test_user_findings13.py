@@ -313,3 +313,35 @@ def test_anchors_name_a_profiler_trace_given_for_them(tmp_path, capsys):
     one_error_line(*run_cli(["analyze", str(k), "--gpu", "h200", "--anchors", str(k), "-o", str(tmp_path / "a")],
                            capsys),
                    "is not a kdvfs-characterization/1 file (a PyTorch profiler trace)")
+
+
+def test_whatif_refuses_another_traces_profile_before_its_workers_start(tmp_path, capsys, monkeypatch):
+    """`whatif --trace roberta --profile squeezebert.profile` was refused by every worker after 38 s; it is refused
+    before the grid starts, in the words the profile reader uses."""
+    import kdvfs.executor as ex
+
+    p = tmp_path / "other.csv"
+    assert run_cli(["profile", "build", "--trace", "gpt3xl-llmc-rtx3080ti", "--gpu", "h200", "-o", str(p)],
+                   capsys)[0] == 0
+    monkeypatch.setattr(ex, "make_executor", lambda *a: pytest.fail("the grid started"))
+    one_error_line(*run_cli(["whatif", "--trace", TRACE, "--profile", str(p)], capsys),
+                   "was made for trace 'gpt3xl-llmc-rtx3080ti'", "belongs to another trace")
+
+
+def test_a_tensor_parallel_degree_names_the_head_count_as_assumed_or_given(capsys):
+    """`simulate --tp 5` on RoBERTa-base (12 heads) said "cannot split the model's 16 attention heads": the 16 is an
+    assumption (a trace does not record heads), and the message says so; a count given is the model's."""
+    from kdvfs.bundled import load_trace_by_name
+    from kdvfs.errors import InputError
+    from kdvfs.gpus import get_gpu
+    from kdvfs.model import default_params
+    from kdvfs.scaling import scale_params
+
+    t = load_trace_by_name(TRACE)
+    spec = get_gpu("h200")
+    params = default_params(t, spec)
+    with pytest.raises(InputError, match="cannot split an assumed 16 attention heads evenly .*does not record"):
+        scale_params(t, params, spec, tp=5)
+    with pytest.raises(InputError, match="cannot split the model's 12 attention heads evenly\\)?") as e:
+        scale_params(t, params, spec, tp=8, heads=12)
+    assert "does not record" not in str(e.value)

@@ -255,6 +255,14 @@ def cmd_whatif(a) -> int:
 
     head = file_header(resolve_profile_path(profile_ref))
     check_card(head.get("gpu", ""), get_gpu(card).name)
+    from kdvfs.cli.common import load_trace
+    from kdvfs.identity import check_binding
+
+    # a profile of another trace was said by every worker after 38 s (RoBERTa's grid, 2 workers): said here, at once
+    t = load_trace(trace_ref)
+    check_binding(f"profile {profile_ref!r} ({head.get('gpu') or 'unknown card'})", head.get("trace", ""),
+                  head.get("trace_sha", ""), t, f"build one for it with `kdvfs profile build --trace {trace_ref} --gpu "
+                  "GPU -o P.csv` or fit one from a sweep of it")
     spec = get_gpu(card)
     if any(k.startswith("card.") for k in head):  # checked here, said once; the workers adapt the card the same way
         from kdvfs.cli.anchor import profile_card
