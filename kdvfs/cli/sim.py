@@ -427,7 +427,9 @@ def register(sub, j) -> None:
     sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
     sp.add_argument("--settings", choices=["all", "study"], default="all", help=SETTINGS_HELP)
-    sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
+    sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it); finished scenarios are kept in "
+                                           "OUTPUT.partial.jsonl (without -o: in $KDVFS_STATE_DIR/whatif/, default "
+                                           "~/.cache/kdvfs/whatif/) so that an interrupted run resumes")
     sp.add_argument("--png")
     add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_whatif)
