@@ -293,9 +293,10 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
                   for k, r, t in zip(worked, wall, t_us)]
     if labelled:
         segs = _labelled_segments(worked, res, first, t_us, repeats or {})
-        structure, groups = "labels", []
+        structure = "labels"
+        unfolded: list[tuple[str, tuple[tuple[str, ...], int]]] = []
     else:
-        segs, structure, groups = _found_segments(worked, res, first, t_us, k_first, repeats or {})
+        segs, structure, unfolded = _found_segments(worked, res, first, t_us, k_first, repeats or {})
     unknown = sorted(set(repeats or {}) - {s.name for s in segs})
     if unknown:
         raise InputError(f"--repeat names segment(s) {', '.join(map(repr, unknown))} that {str(path)!r} does not have; "
@@ -311,7 +312,7 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
         notes.append(f"{n_steps} profiler step(s) in the file; "
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
     notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
-    for p, (classes, count) in groups:  # 104 segments where the user expected 12 layers, and no word why
+    for p, (classes, count) in unfolded:  # 104 segments where the user expected 12 layers, and no word why
         notes.append(f"{p}: {GROUP_NOTE_MARK} × {count}, a group of {len(classes)} ({', '.join(classes)}) with "
                      "identical kernels, each instance its own segment: the module holding them ran without module "
                      "hooks (called as `layer.forward(...)`), so its sub-modules are the boundaries a runtime can see")

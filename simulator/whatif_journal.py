@@ -12,6 +12,7 @@ written. Without ``-o`` the same journal lives under kdvfs's state folder (``kdv
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -129,7 +130,5 @@ class Journal:
             os.fsync(f.fileno())
 
     def remove(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # never written (an unwritable state folder)
             self.path.unlink()
-        except (FileNotFoundError, NotADirectoryError):  # never written (an unwritable state folder): nothing to do
-            pass

@@ -21,9 +21,9 @@ def _listed(v) -> list:
     return [] if v is None else list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def _whole_at_least_1(flag: str, v, example: str) -> None:
+def _whole_at_least_1(flag: str, what: str, v, example: str) -> None:
     if v is not None and (not isinstance(v, int) or v < 1):
-        raise InputError(f"{flag} {v!r} must be a whole number ≥ 1; give e.g. {flag} {example}")
+        raise InputError(f"{flag} {v!r}: the {what} must be a whole number ≥ 1; give e.g. {flag} {example}")
 
 
 def check_numeric_flags(a) -> None:
@@ -53,6 +53,6 @@ def check_numeric_flags(a) -> None:
         # nan passed the engine's `< 0` check and switched the power limiter off without a word, exit 0
         raise InputError(f"--governor-lag {lag!r} must be a number of seconds ≥ 0 (0: no lag); give e.g. "
                          "--governor-lag 0.01")
-    _whole_at_least_1("--gpus", getattr(a, "gpus", None), "2")
-    _whole_at_least_1("--batch", getattr(a, "batch", None), "8")
-    _whole_at_least_1("--tp", getattr(a, "tp", None), "2")
+    _whole_at_least_1("--gpus", "number of GPUs", getattr(a, "gpus", None), "2")
+    _whole_at_least_1("--batch", "batch size", getattr(a, "batch", None), "8")
+    _whole_at_least_1("--tp", "tensor-parallel degree", getattr(a, "tp", None), "2")
