@@ -275,7 +275,7 @@ def test_a_second_interrupt_does_not_cut_short_what_whatif_says_it_kept(tmp_path
     """`timeout -s INT 16 kdvfs whatif …` sends SIGINT to the command and then to its process group (twice to the
     command): once in four runs on RoBERTa's step the second one landed while the interruption was handled, and the
     line saying where the finished scenarios were kept was lost (another time a traceback from concurrent.futures'
-    thread join followed "kdvfs: interrupted"). Once interrupted, further SIGINTs are ignored."""
+    thread join followed "kdvfs: interrupted"). Once interrupted, further SIGINTs are ignored until main returns."""
     import signal
 
     import simulator.whatif as wi
@@ -297,10 +297,12 @@ def test_a_second_interrupt_does_not_cut_short_what_whatif_says_it_kept(tmp_path
 
     monkeypatch.setattr(wi, "run_scenarios", stop_after_one)
     monkeypatch.setattr(wj.Journal, "load", load)
+    before = signal.getsignal(signal.SIGINT)
     try:
         code, _, err = run_cli(WHATIF, capsys)
+        assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back once main returns
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, before)
     err = " ".join(err.split())
     assert code == 130 and second
     assert "1 of 2 scenarios kept in" in err, err
