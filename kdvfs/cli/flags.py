@@ -41,7 +41,8 @@ def check_numeric_flags(a) -> None:
 
         for lat in lats:
             SwitchModel.from_latency(lat)
-    for lat in _listed(getattr(a, "latency", None)):  # whatif's grid: the message simulator.whatif.grid gives
+    # whatif's grid, in simulator.whatif.grid's words; with --preset-latency-only, whatif says the two conflict
+    for lat in [] if getattr(a, "preset_latency_only", False) else _listed(getattr(a, "latency", None)):
         if not (math.isfinite(lat) and 0 < lat <= 10.0):
             raise InputError(f"switch latency must be in (0, 10] s, got {lat!r}; e.g. 6e-3 for Hopper")
     spread = getattr(a, "spread", None)
