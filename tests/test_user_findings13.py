@@ -347,3 +347,20 @@ def test_a_tensor_parallel_degree_names_the_head_count_as_assumed_or_given(capsy
     with pytest.raises(InputError, match="cannot split the model's 12 attention heads evenly\\)?") as e:
         scale_params(t, params, spec, tp=8, heads=12)
     assert "does not record" not in str(e.value)
+
+
+def test_a_failed_or_early_interrupted_whatif_leaves_no_empty_journal(tmp_path, capsys, monkeypatch):
+    """A whatif refused by its workers (`--profile empty.csv --gpu h200`: "has no data rows") left a journal holding
+    no task in ~/.cache/kdvfs/whatif/ each time (three found after this session's runs). A journal with nothing to
+    resume is removed; an interruption before any task finished says so."""
+    e = tmp_path / "empty.csv"
+    e.write_text("")
+    one_error_line(*run_cli(["whatif", "--trace", TRACE, "--profile", str(e), "--gpu", "h200", "--executor",
+                             "serial"], capsys), "no data rows")
+    assert _journals() == []
+    import simulator.whatif as wi
+
+    monkeypatch.setattr(wi, "run_scenarios", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    code, _, err = run_cli(WHATIF, capsys)
+    assert code == 130 and "no scenario had finished: nothing kept" in " ".join(err.split())
+    assert _journals() == []

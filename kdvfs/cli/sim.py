@@ -227,11 +227,14 @@ def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, lab
                             lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
                                                       limiter=limiter, size=size, settings=settings, done=done,
                                                       on_task=record))
-    except KeyboardInterrupt:
-        if record is not None:
+    except BaseException as e:
+        n = len(journal.load()) if record is not None else 0
+        if record is not None and not n:  # nothing to resume: a failed run left an empty journal in ~/.cache each time
+            journal.remove()
+        if isinstance(e, KeyboardInterrupt) and record is not None:
             how = "run the same command again to resume" + ("" if output else " (with or without -o FILE.csv)")
-            err.print(f"{len(journal.load())} of {len(scenarios)} scenarios kept in {journal.path}; {how}",
-                      markup=False)
+            err.print(f"{n} of {len(scenarios)} scenarios kept in {journal.path}; {how}" if n else
+                      "no scenario had finished: nothing kept", markup=False)
         raise
     return rows, (journal, kept)
 
