@@ -278,8 +278,12 @@ def load_characterization(path: str | Path) -> dict:
     except (OSError, ValueError, EOFError, zlib.error) as e:  # EOFError, zlib.error: a truncated or corrupt .gz
         raise FormatError(f"cannot read characterisation file {str(path)!r}: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise FormatError(f"{str(path)!r} is not a {FORMAT} file (its 'format' is {doc.get('format') if isinstance(doc, dict) else None!r}); "
-                          "write one with `kdvfs characterize`")
+        from kdvfs.filekind import PROFILER, describe, kind_of
+
+        kind = kind_of(path)  # a profiler trace given for --anchors was "its 'format' is None"
+        what = (describe(kind) if kind == PROFILER else
+                f"its 'format' is {doc.get('format') if isinstance(doc, dict) else None!r}")
+        raise FormatError(f"{str(path)!r} is not a {FORMAT} file ({what}); write one with `kdvfs characterize`")
     kernels = doc.get("kernels", [])
     if not isinstance(kernels, list):
         raise FormatError(f"{str(path)!r}: 'kernels' must be a list of measured entries, got {type(kernels).__name__}; "

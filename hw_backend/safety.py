@@ -19,18 +19,13 @@ import re
 from pathlib import Path
 
 from kdvfs.errors import InputError
+from kdvfs.fileio import state_dir  # per-card state lives where every kdvfs state does
 
 __all__ = ["ClockMarker", "OutputLock", "state_dir"]
 
 log = logging.getLogger(__name__)
 
 _HELD: dict[str, list] = {}  # resolved path -> [open file, depth]
-
-
-def state_dir() -> Path:
-    """Where kdvfs keeps per-card state: ``$KDVFS_STATE_DIR`` or ``~/.cache/kdvfs``."""
-    env = os.environ.get("KDVFS_STATE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "kdvfs"
 
 
 class OutputLock:

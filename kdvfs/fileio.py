@@ -13,7 +13,14 @@ from pathlib import Path
 
 from kdvfs.errors import InputError
 
-__all__ = ["check_output_path", "write_atomic"]
+__all__ = ["check_output_path", "state_dir", "write_atomic"]
+
+
+def state_dir() -> Path:
+    """Where kdvfs keeps its own state between runs (clock markers, an interrupted what-if's finished scenarios):
+    ``$KDVFS_STATE_DIR`` or ``~/.cache/kdvfs``."""
+    env = os.environ.get("KDVFS_STATE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "kdvfs"
 
 
 def check_output_path(path: str | Path, what: str = "output", make_parents: bool = False) -> Path:

@@ -34,7 +34,7 @@ from kdvfs.kineto import (
     read_kineto,
     resolve,
 )
-from kdvfs.structure import find_blocks, merge_units, unit_class
+from kdvfs.structure import find_blocks, merge_units, unit_class, unit_group_repeat
 from kdvfs.trace import PASSES, Kernel, Segment, Trace
 
 __all__ = ["KinetoImport", "LABEL_PREFIX", "OP_PREFIX", "busy_overlap", "categorize", "import_kineto",
@@ -187,6 +187,15 @@ def overlap_note_of(trace: Trace) -> str | None:
                  and "streams overlap" in n), None)
 
 
+GROUP_NOTE_MARK = "module instances repeat unfolded"  # in the note ``import_kineto`` leaves (``group_notes_of``)
+
+
+def group_notes_of(trace: Trace) -> list[str]:
+    """The notes ``import_kineto`` left where a group of module instances repeats unfolded (a layer run without
+    hooks: ``kdvfs.structure.unit_group_repeat``), one per pass."""
+    return [n.strip() for n in str(trace.notes or "").split("; ") if GROUP_NOTE_MARK in n]
+
+
 def busy_overlap(events) -> tuple[float, float, int]:
     """(summed duration, union of the intervals, streams) of GPU events, seconds: the union is the time at least one
     of them ran."""
@@ -285,8 +294,9 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
     if labelled:
         segs = _labelled_segments(worked, res, first, t_us, repeats or {})
         structure = "labels"
+        unfolded: list[tuple[str, tuple[tuple[str, ...], int]]] = []
     else:
-        segs, structure = _found_segments(worked, res, first, t_us, k_first, repeats or {})
+        segs, structure, unfolded = _found_segments(worked, res, first, t_us, k_first, repeats or {})
     unknown = sorted(set(repeats or {}) - {s.name for s in segs})
     if unknown:
         raise InputError(f"--repeat names segment(s) {', '.join(map(repr, unknown))} that {str(path)!r} does not have; "
@@ -302,6 +312,10 @@ def import_kineto(path: str | Path, name: str | None = None, repeats: Mapping[st
         notes.append(f"{n_steps} profiler step(s) in the file; "
                      + (f"{steps_used} averaged" if step == "all" else "the last one kept"))
     notes.append(f"structure from {'the recorder labels' if structure == 'labels' else 'the module hierarchy' if structure == 'modules' else 'period detection on the kernel sequence'}")
+    for p, (classes, count) in unfolded:  # 104 segments where the user expected 12 layers, and no word why
+        notes.append(f"{p}: {GROUP_NOTE_MARK} × {count}, a group of {len(classes)} ({', '.join(classes)}) with "
+                     "identical kernels, each instance its own segment: the module holding them ran without module "
+                     "hooks (called as `layer.forward(...)`), so its sub-modules are the boundaries a runtime can see")
     crossed, example = crossed_module_ranges(raw.threads)
     if crossed and structure == "modules":  # the layers read from them are not the model's, and nothing said so
         notes.append(f"{crossed} module range(s) cross another of their thread instead of nesting in it ({example}): "
@@ -420,10 +434,13 @@ def _units(res: list[Resolved], first: list[int]) -> list[str | None] | None:
     return units
 
 
-def _found_segments(worked, res, first, t_us, keys, repeats) -> tuple[list[Segment], str]:
+def _found_segments(worked, res, first, t_us, keys, repeats) -> tuple[list[Segment], str, list]:
+    """The segments, how the structure was found, and per pass a group of module instances that repeats unfolded
+    (``kdvfs.structure.unit_group_repeat``: ``(pass, (classes, count))``)."""
     passes = [res[i].pass_name or "unassigned" for i in first]
     units = _units(res, first)
     structure = "modules" if units is not None else "sequence"
+    groups: list[tuple[str, tuple[tuple[str, ...], int]]] = []
     segs: list[Segment] = []
     seen: dict[str, int] = defaultdict(int)
     j = 0
@@ -434,6 +451,9 @@ def _found_segments(worked, res, first, t_us, keys, repeats) -> tuple[list[Segme
             e += 1
         blocks = (merge_units(keys[j:e], units[j:e]) if units is not None else find_blocks(keys[j:e]))
         p = passes[j]
+        grp = unit_group_repeat(keys[j:e], blocks) if units is not None else None
+        if grp is not None:
+            groups.append((p, grp))
         for b in blocks:
             s0 = j + b.start
             base = f"{p}.{b.unit}" if b.unit else (p if b.count == 1 else f"{p}.repeat")
@@ -446,7 +466,7 @@ def _found_segments(worked, res, first, t_us, keys, repeats) -> tuple[list[Segme
             segs.append(Segment(name=nm, kernels=tuple(ks), repeat=int(repeats.get(nm, b.count)),
                                 pass_name=p if p in PASSES else "other"))
         j = e
-    return segs, structure
+    return segs, structure, groups
 
 
 def _device_name(meta: Mapping[str, Any]) -> str:

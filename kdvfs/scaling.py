@@ -184,8 +184,11 @@ def scale_params(trace: Trace, params: KernelParams, spec: GpuSpec, batch: int |
     if not isinstance(tp, int) or tp < 1:
         raise InputError(f"tensor-parallel degree must be an integer ≥ 1, got {tp!r}; give e.g. --tp 2")
     if heads % tp:
-        raise InputError(f"tensor-parallel degree {tp} cannot split the model's {heads} attention heads evenly (each "
-                         "GPU holds whole heads); give a degree that divides the head count, e.g. "
+        # a kdvfs trace does not record the head count: RoBERTa-base's 12 heads were called "the model's 16"
+        whose = ("an assumed" if heads == DEFAULT_HEADS else "the model's") + f" {heads} attention heads"
+        raise InputError(f"tensor-parallel degree {tp} cannot split {whose} evenly (each GPU holds whole heads"
+                         + ("; a trace does not record the model's head count" if heads == DEFAULT_HEADS else "")
+                         + "); give a degree that divides the head count, e.g. "
                          f"{', '.join(str(d) for d in range(1, heads + 1) if heads % d == 0)}")
     if batch is not None and (not isinstance(batch, int) or batch < 1):
         raise InputError(f"per-GPU batch size must be an integer ≥ 1, got {batch!r}; give e.g. --batch 8")

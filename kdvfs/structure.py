@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Block", "find_blocks", "merge_units", "tandem_repeat"]
+__all__ = ["Block", "find_blocks", "merge_units", "tandem_repeat", "unit_group_repeat"]
 
 # a repeat worth a segment: two repetitions of a block of ≥ 4 kernels, or ≥ 4 back-to-back launches of one kernel
 MIN_COVER = 8
@@ -136,6 +136,31 @@ def merge_units(keys: np.ndarray, units: list[str | None]) -> list[Block]:
         out.append(Block(s, e - s, count, cls))
         r += count
     return out
+
+
+def unit_group_repeat(keys: np.ndarray, blocks: list[Block]) -> tuple[tuple[str, ...], int] | None:
+    """Where ``merge_units``' blocks repeat as a group of several module instances of different classes with identical
+    kernels (``SqueezeBertSelfAttention, ConvDropoutLayerNorm, ConvActivation, ConvDropoutLayerNorm`` × 12): the
+    classes of one group and its repetitions, for the largest such repeat; None where there is none.
+
+    Such a group is a layer whose own module ran without hooks (Hugging Face's SqueezeBERT calls ``layer.forward(...)``
+    directly, which runs neither ``with_modules`` frames nor ``kdvfs.module:`` ranges), so only its sub-modules are
+    seen. They are not folded into one segment: the trace format repeats one module's segment, and a runtime counting
+    the group's first class would miscount where that class occurs twice in a group (backward: ConvDropoutLayerNorm)."""
+    ids: dict[tuple, int] = {}
+    seq = []
+    for i, b in enumerate(blocks):
+        if b.unit is None:
+            seq.append(-1 - i)  # a part no module launched matches nothing
+        else:
+            seq.append(ids.setdefault((b.unit, b.count, keys[b.start:b.stop].tobytes()), len(ids)))
+    rep = tandem_repeat(np.asarray(seq, dtype=np.int64), min_cover=4)
+    if rep is None or rep.period < 2:
+        return None
+    group = blocks[rep.start:rep.start + rep.period]
+    if len({b.unit for b in group}) < 2:
+        return None
+    return tuple(str(b.unit) for b in group), rep.count
 
 
 def unit_class(unit: str) -> str:

@@ -44,7 +44,7 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         check_mechanism(self.mechanism)
-        if self.governor_lag_s < 0:
+        if not np.isfinite(self.governor_lag_s) or self.governor_lag_s < 0:  # nan passed a bare `< 0`
             raise InputError(f"governor lag must be ≥ 0 s, got {self.governor_lag_s}")
 
 

@@ -5,11 +5,14 @@ rows are now appended to ``w.csv.partial.jsonl`` as the task finishes; the same 
 of the tasks done and computes only the rest, and the CSV is the one an uninterrupted run writes (the rows round-trip
 JSON exactly). The journal names the grid it belongs to (a hash of the trace and profile files' contents, the card,
 the scenarios and the options): one of another grid is started over, with a word. It is removed once the CSV is
-written.
+written. Without ``-o`` the same journal lives under kdvfs's state folder (``kdvfs.fileio.state_dir()``:
+``$KDVFS_STATE_DIR`` or ``~/.cache/kdvfs``), named by the grid's key (``grid_journal_path``), so an interrupted
+`kdvfs whatif` without ``-o`` also keeps what it finished, and the same command (with or without ``-o``) resumes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -17,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-__all__ = ["JOURNAL_FORMAT", "Journal", "grid_key", "journal_path"]
+__all__ = ["JOURNAL_FORMAT", "Journal", "grid_journal_path", "grid_key", "journal_path"]
 
 JOURNAL_FORMAT = "kdvfs-whatif-partial/1"
 log = logging.getLogger(__name__)
@@ -27,6 +30,13 @@ def journal_path(output: str | Path) -> Path:
     """Where the grid writing ``output`` keeps its finished tasks."""
     p = Path(output)
     return p.with_name(p.name + ".partial.jsonl")
+
+
+def grid_journal_path(key: str) -> Path:
+    """Where a grid run without an output file keeps its finished tasks: the state folder, by the grid's key."""
+    from kdvfs.fileio import state_dir
+
+    return state_dir() / "whatif" / f"{key}.partial.jsonl"
 
 
 def _content_sha(path: str | Path) -> str:
@@ -120,4 +130,5 @@ class Journal:
             os.fsync(f.fileno())
 
     def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # never written (an unwritable state folder)
+            self.path.unlink()

@@ -88,7 +88,7 @@ def test_bad_sizes(setup):
     pb, spec, params, sched = setup
     with pytest.raises(InputError, match="tensor-parallel degree"):
         scale_params(pb.trace, params, spec, tp=0)
-    with pytest.raises(InputError, match="cannot split the model's 16 attention heads"):
+    with pytest.raises(InputError, match="cannot split an assumed 16 attention heads"):
         scale_params(pb.trace, params, spec, tp=3)
     with pytest.raises(InputError, match="batch size"):
         scale_params(pb.trace, params, spec, batch=-3)

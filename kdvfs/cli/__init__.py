@@ -156,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    import signal
+    import threading
+
+    # an interrupted verb may ignore further SIGINTs while it ends its workers (kdvfs.cli.sim._no_second_interrupt):
+    # the caller's handler is back once main returns (a notebook or a test calling main keeps its Ctrl-C)
+    sigint = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     try:
         from kdvfs.cli.paths import refuse_outputs_over_inputs
 
@@ -163,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         from kdvfs.cli.common import check_seed
 
         check_seed(a)
+        from kdvfs.cli.flags import check_numeric_flags
+
+        check_numeric_flags(a)  # every verb: a bad numeric flag is said before anything is loaded
         return int(a.fn(a) or 0)
     except KdvfsError as e:
         print(f"kdvfs: error: {e}", file=sys.stderr)
@@ -176,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kdvfs: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
 
 
 if __name__ == "__main__":

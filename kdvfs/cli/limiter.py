@@ -216,6 +216,12 @@ def cmd_validate_steps(a) -> int:
     from simulator.stepcheck import check_steps
 
     spec = get_gpu(a.gpu)
+    from kdvfs.filekind import describe, kind_of
+
+    given = kind_of(a.dir)  # a profiler trace given for the folder was "not JSON ('utf-8' codec can't decode …)"
+    if given is not None and given != "kdvfs-steps/1":
+        raise InputError(f"{a.dir!r} is {describe(given)}, not a step measurement: give the folder `kdvfs "
+                         "measure-steps` wrote (its steps.json and Kineto traces), or that steps.json")
     from kdvfs.cli.anchor import anchor_card
     from kdvfs.fileio import check_output_path
 

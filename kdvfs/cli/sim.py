@@ -168,49 +168,75 @@ def _on_executor(executor_spec, console, total, label, job):
             task = prog.add_task(label, total=total)
             return job(ex, lambda n: prog.advance(task, n))
     except KeyboardInterrupt:
+        _no_second_interrupt()
         ex.close(abort=True)  # end the running tasks: waiting for them kept Ctrl-C waiting a minute for nothing
         raise
     finally:
         ex.close()
 
 
+def _no_second_interrupt() -> None:
+    """Ignore SIGINT from here on: the command is ending. `timeout -s INT` signals the command and then its process
+    group, so a second SIGINT came while the workers were ended and cut short the message saying what was kept (or,
+    at exit, printed a traceback from concurrent.futures' thread join); an impatient second Ctrl-C did the same.
+    SIGTERM and SIGKILL still end it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _whatif(trace_ref, profile_ref, card, scenarios, executor_spec, console, label="what-if", limiter=False,
             size=None, settings="all", output=None):
-    """The grid's rows; with ``output`` (the CSV), each finished task is kept in a journal beside it, and a run of the
-    same grid cut short (Ctrl-C, a lost machine) resumes from it (``simulator.whatif_journal``)."""
+    """The grid's rows. Each finished task is kept in a journal (``simulator.whatif_journal``): beside the CSV with
+    ``output``, else in kdvfs's state folder by the grid's key; a run of the same grid cut short (Ctrl-C, a lost
+    machine) resumes from either. Returns the rows and the journals, which the caller removes once the results are safe."""
+    from collections.abc import Callable
+
+    from kdvfs.bundled import resolve_profile_path, resolve_trace_path
     from simulator.whatif import run_grid
+    from simulator.whatif_journal import Journal, grid_journal_path, grid_key, journal_path
 
-    journal, done = None, {}
-    if output:
-        from kdvfs.bundled import resolve_profile_path, resolve_trace_path
-        from simulator.whatif_journal import Journal, grid_key, journal_path
-
-        journal = Journal(journal_path(output), grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref),
-                                                         card, scenarios, limiter, size, settings))
-        done = journal.load()
-        err = make_console(sys.stderr)
-        if done:
-            err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {journal.path} (an interrupted run of "
-                      "this grid)", markup=False)
-        elif journal.stale:
-            err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
-                      "starting over", markup=False)
-        journal.start(keep=bool(done))
+    key = grid_key(resolve_trace_path(trace_ref), resolve_profile_path(profile_ref), card, scenarios, limiter, size,
+                   settings)
+    kept = Journal(grid_journal_path(key), key)  # where a run without -o keeps its tasks
+    journal = Journal(journal_path(output), key) if output else kept
+    own = journal.load()
+    done = own or (kept.load() if journal is not kept else {})  # a run without -o resumed with it takes those too
+    err = make_console(sys.stderr)
+    if done:
+        err.print(f"resuming: {len(done)} of {len(scenarios)} scenarios from {(journal if own else kept).path} (an "
+                  "interrupted run of this grid)", markup=False)
+    elif journal.stale:
+        err.print(f"note: {journal.path} holds an interrupted run of another grid (other inputs or options); "
+                  "starting over", markup=False)
+    record: Callable[[list[int], list[dict]], None] | None = journal.record
+    try:
+        journal.start(keep=bool(own))
+        if done and not own:
+            journal.record(list(done), list(done.values()))
+    except OSError as e:
+        if output:  # the CSV's own folder was checked writable: this is the disk, not the path
+            raise
+        err.print(f"note: {journal.path} cannot be written ({e.strerror or e}): an interrupted run keeps nothing; "
+                  "give -o FILE.csv to keep finished scenarios beside it", markup=False)
+        record = None
     try:
         rows = _on_executor(executor_spec, console, len(scenarios), label,
                             lambda ex, prog: run_grid(trace_ref, profile_ref, card, scenarios, ex, progress=prog,
                                                       limiter=limiter, size=size, settings=settings, done=done,
-                                                      on_task=journal.record if journal else None))
-    except KeyboardInterrupt:
-        if journal is not None:
-            kept = len(journal.load())
-            make_console(sys.stderr).print(f"{kept} of {len(scenarios)} scenarios kept in {journal.path}; run the same "
-                                           "command again to resume", markup=False)
-        else:
-            make_console(sys.stderr).print("nothing kept: give -o FILE.csv to keep finished scenarios for a resume",
-                                           markup=False)
+                                                      on_task=record))
+    except BaseException as e:
+        n = len(journal.load()) if record is not None else 0
+        if record is not None and not n:  # nothing to resume: a failed run left an empty journal in ~/.cache each time
+            journal.remove()
+        if isinstance(e, KeyboardInterrupt) and record is not None:
+            how = "run the same command again to resume" + ("" if output else " (with or without -o FILE.csv)")
+            err.print(f"{n} of {len(scenarios)} scenarios kept in {journal.path}; {how}" if n else
+                      "no scenario had finished: nothing kept", markup=False)
         raise
-    return rows, journal
+    return rows, (journal, kept)
 
 
 def cmd_whatif(a) -> int:
@@ -224,6 +250,7 @@ def cmd_whatif(a) -> int:
     # the card the profile belongs to: --gpu, else the profile's own header (never a silent default)
     card = a.gpu or profile_gpu(profile_ref)
     if not card:
+        load_profile_ref(profile_ref)  # a schedule, a trace, an empty file: said as such, not as a missing card word
         raise InputError(f"profile {profile_ref!r} does not name its card: give --gpu NAME")
     get_gpu(card)
     from kdvfs.bundled import resolve_profile_path
@@ -231,6 +258,14 @@ def cmd_whatif(a) -> int:
 
     head = file_header(resolve_profile_path(profile_ref))
     check_card(head.get("gpu", ""), get_gpu(card).name)
+    from kdvfs.cli.common import load_trace
+    from kdvfs.identity import check_binding
+
+    # a profile of another trace was said by every worker after 38 s (RoBERTa's grid, 2 workers): said here, at once
+    t = load_trace(trace_ref)
+    check_binding(f"profile {profile_ref!r} ({head.get('gpu') or 'unknown card'})", head.get("trace", ""),
+                  head.get("trace_sha", ""), t, f"build one for it with `kdvfs profile build --trace {trace_ref} --gpu "
+                  "GPU -o P.csv` or fit one from a sweep of it")
     spec = get_gpu(card)
     if any(k.startswith("card.") for k in head):  # checked here, said once; the workers adapt the card the same way
         from kdvfs.cli.anchor import profile_card
@@ -263,7 +298,8 @@ def cmd_whatif(a) -> int:
                             size=size, settings=a.settings, output=a.output)
     if a.output:
         write_csv(rows, a.output)  # the results first: a failing figure must not lose them
-        journal.remove()
+    for jn in journal:  # the results are written (or, without -o, about to be printed): nothing left to resume
+        jn.remove()
     if png is not None:
         try:
             plot_whatif(rows, png, generation_latencies_s(), f"{trace_ref} on {card}")
@@ -394,7 +430,9 @@ def register(sub, j) -> None:
     sp.add_argument("--batch", type=int, help="per-GPU batch size: schedules chosen at the trace's size, simulated here")
     sp.add_argument("--tp", type=int, default=1, help="tensor-parallel degree: schedules carried to one shard")
     sp.add_argument("--settings", choices=["all", "study"], default="all", help=SETTINGS_HELP)
-    sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it)")
+    sp.add_argument("-o", "--output", help="CSV (a PNG is written beside it); finished scenarios are kept in "
+                                           "OUTPUT.partial.jsonl (without -o: in $KDVFS_STATE_DIR/whatif/, default "
+                                           "~/.cache/kdvfs/whatif/) so that an interrupted run resumes")
     sp.add_argument("--png")
     add_limiter_arg(sp)
     sp.set_defaults(fn=cmd_whatif)

@@ -139,6 +139,10 @@ def cmd_trace_import(a) -> int:
             src_txt = {"modules": "the module hierarchy", "sequence": "the kernel sequence", "labels": "the labels"}
             c.print(f"repeated blocks (from {src_txt.get(str(info.get('structure')), 'the labels')}): "
                     + ", ".join(f"{g['name']} × {g['repeat']} ({g['kernels']} kernels)" for g in rep))
+        from kdvfs.importers import group_notes_of
+
+        for n in group_notes_of(t):  # why the layers did not fold (SqueezeBERT: 104 segments, no word)
+            c.print(n, markup=False)
     return 0
 
 
