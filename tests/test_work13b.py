@@ -33,23 +33,25 @@ def test_resident_blocks_follow_atens_block_and_the_sms_thread_slots():
 
 
 @pytest.mark.parametrize("dtype,size", [("fp32", 4), ("bf16", 2)])
-def test_spatial_softmax_passes_at_an_l2_resident_and_an_l2_spilling_shape(dtype, size):
-    """Resident: [8, 19, 32, 32] (8192 positions × 19 × 2 tensors, 1.2 MB at fp32): 1 read + 1 write forward, 3
-    accesses backward. Spilling: [16, 150, 512, 512] (264 × 1024 × 150 × 2 tensors: 324 MB fp32, 162 MB bf16): 3 reads
-    + 1 write forward, 2 + 1 reads + 1 write backward, to 1 %."""
+def test_spatial_softmax_passes_by_session_12s_rule(dtype, size):
+    """The model keeps session 12's rule (held-out light-ops3 read the graded share worse): resident [8, 19, 32, 32]:
+    1 read + 1 write forward, 3 accesses backward; [16, 150, 512, 512] spills at fp32 (108 × 1024 × 150 × 4 B = 66 MB
+    > 50 MiB: 3 reads + 1 write forward, 2 + 1 reads + 1 write backward) and not at bf16 (33 MB)."""
     small, big = (8, 19, 32 * 32), (16, 150, 512 * 512)
     n_s, n_b = 8 * 19 * 1024, 16 * 150 * 512 * 512
-    assert spatial_softmax_work(*small, dtype).bytes == pytest.approx(2 * size * n_s, rel=1e-6)
-    assert spatial_softmax_work(*small, dtype, backward=True, log=True).bytes == pytest.approx(3 * size * n_s, rel=1e-6)
-    assert spatial_softmax_work(*big, dtype).bytes == pytest.approx(4 * size * n_b, rel=0.01)
-    assert spatial_softmax_work(*big, dtype, backward=True, log=True).bytes == pytest.approx(4 * size * n_b, rel=0.01)
+    assert spatial_softmax_work(*small, dtype).bytes == 2 * size * n_s
+    assert spatial_softmax_work(*small, dtype, backward=True, log=True).bytes == 3 * size * n_s
+    passes_f, passes_b = (4, 4) if dtype == "fp32" else (2, 3)
+    assert spatial_softmax_work(*big, dtype).bytes == passes_f * size * n_b
+    assert spatial_softmax_work(*big, dtype, backward=True, log=True).bytes == passes_b * size * n_b
     # FLOPs: 5 per element whatever the passes
     assert spatial_softmax_work(*big, dtype).flops == 5.0 * n_b
 
 
 def test_the_reread_share_is_the_l2_curve_at_the_resident_columns_of_every_tensor_touched():
-    """characterization17's fp32 19-class entries, between the two: the forward's columns (input and output) are
-    41 MB, the backward's (gradient, output, result) 62 MB; the share 1 / (1 + (50 MiB / ws)^4)."""
+    """Session 13's candidate (kept for the diagnosis, not used by the model): characterization17's fp32 19-class
+    entries, between the two: the forward's columns (input and output) are 41 MB, the backward's (gradient, output,
+    result) 62 MB; the share 1 / (1 + (50 MiB / ws)^4). The model's work for them is session 12's (no spill: 1 + 1)."""
     ws_f, ws_b = 264 * 1024 * 19 * 8, 264 * 1024 * 19 * 12
     phi_f = 1 / (1 + (L2_BYTES_MAX / ws_f) ** 4)
     phi_b = 1 / (1 + (L2_BYTES_MAX / ws_b) ** 4)
@@ -57,9 +59,8 @@ def test_the_reread_share_is_the_l2_curve_at_the_resident_columns_of_every_tenso
     assert spatial_softmax_reread_share(32, 19, 512 * 512, "fp32", backward=True) == pytest.approx(phi_b)
     assert 0.2 < phi_f < 0.35 < 0.6 < phi_b < 0.7
     n = 32 * 19 * 512 * 512
-    assert spatial_softmax_work(32, 19, 512 * 512, "fp32").bytes == pytest.approx((2 + 2 * phi_f) * 4 * n)
-    assert spatial_softmax_work(32, 19, 512 * 512, "fp32", backward=True, log=True).bytes == pytest.approx(
-        (3 + phi_b) * 4 * n)
+    assert spatial_softmax_work(32, 19, 512 * 512, "fp32").bytes == 2 * 4 * n
+    assert spatial_softmax_work(32, 19, 512 * 512, "fp32", backward=True, log=True).bytes == 3 * 4 * n
     # the importer takes the same: aten::_log_softmax along dim 1
     x = [32, 19, 512, 512]
     assert op_work("aten::_log_softmax", [x, [], []], [F, "Scalar", "Scalar"], concrete=["", "1", "False"]) == \
