@@ -32,7 +32,7 @@ from kdvfs.work_copies import (
 from kdvfs.work_ops import UPSAMPLE_FLOPS, avg_pool_work, bilinear_upsample_work, col2im_work
 
 __all__ = ["ANCHOR_NAMES", "LIGHT", "PROBE", "UPSAMPLE_FLOPS", "ZOO_SETS", "ZooKernel", "anchor_zoo", "attention_zoo", "cache_gap_zoo", "conv_zoo", "copies_zoo", "default_zoo", "duty_zoo", "full_zoo",
-           "held_duty_zoo", "light_ops2_zoo", "light_ops3_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
+           "held_duty_zoo", "light_ops2_zoo", "light_ops3_zoo", "light_ops4_zoo", "small_zoo", "step_ops_zoo", "step_shape_zoo", "thermal_zoo", "tiny_grid2_zoo", "tiny_grid_zoo",
            "top_clock_zoo",
            "warm_cool_zoo"]
 
@@ -719,6 +719,33 @@ def light_ops3_zoo() -> tuple[ZooKernel, ...]:
     )
 
 
+def light_ops4_zoo() -> tuple[ZooKernel, ...]:
+    """The twentieth set (session 13, issue 12; measured for the next session and sealed, not fitted when added): what
+    session 13's held-out checks left open, at shapes no set ran. Strided copies whose sector waste stays in L2 (the
+    ``copies`` set read all of them 19–32 % low, the stride rule prices only waste that reaches DRAM), the spatial
+    log-softmax in bf16 at 150 classes (over-predicted at any pass count: uneven waves), and 1 × 1 convolution
+    backwards at a ResNet's 56² and 14² stages. Each entry is a single call where one lasts milliseconds, else a
+    CUDA-graph replay of about 2–5 ms."""
+    c, r, f, b = "copy", "reduction", "fp32", "bf16"
+    return (
+        ZooKernel("copy_nhwc_bf16_64x512x256x1_graph64", c, "copy_nhwc", b, (64, 512, 256, 1), graph=64),
+        ZooKernel("copy_nhwc_fp32_32x1024x1024x1_graph8", c, "copy_nhwc", f, (32, 1024, 1024, 1), graph=8),
+        ZooKernel("copy_nhwc_bf16_64x128x28x28_graph128", c, "copy_nhwc", b, (64, 128, 28, 28), graph=128),
+        ZooKernel("copy_nhwc_fp32_32x64x112x112_graph16", c, "copy_nhwc", f, (32, 64, 112, 112), graph=16),
+        ZooKernel("transpose_fp32_2048x32768_graph8", c, "transpose", f, (2048, 32768), graph=8),
+        ZooKernel("transpose_bf16_4096x1024_graph256", c, "transpose", b, (4096, 1024), graph=256),
+        ZooKernel("log_softmax_ch_bf16_16x150x128x128_graph16", r, "log_softmax_ch", b, (16, 150, 128, 128),
+                  graph=16),
+        ZooKernel("log_softmax_ch_bf16_4x150x512x512_graph8", r, "log_softmax_ch", b, (4, 150, 512, 512), graph=8),
+        ZooKernel("log_softmax_ch_bwd_bf16_8x150x512x512_graph4", r, "log_softmax_ch_bwd", b, (8, 150, 512, 512),
+                  graph=4),
+        ZooKernel("conv2d_bwd_bf16_64x256x56x56_to64_k1_graph16", "gemm", "conv2d_bwd", b, (64, 256, 56, 56, 64, 1),
+                  graph=16),
+        ZooKernel("conv2d_bwd_bf16_128x512x14x14_to2048_k1_graph16", "gemm", "conv2d_bwd", b,
+                  (128, 512, 14, 14, 2048, 1), graph=16),
+    )
+
+
 def anchor_zoo() -> tuple[ZooKernel, ...]:
     """The card's anchors (session 10, issue 12): eight entries of the earlier sets, the same definitions, measured in
     about a minute on the user's own card so that the model can be adapted to it (``kdvfs.card_anchor``). One card of
@@ -735,7 +762,7 @@ ZOO_SETS = {"base": default_zoo, "cache-gaps": cache_gap_zoo, "step-shapes": ste
             "thermal": thermal_zoo, "warm-cool": warm_cool_zoo, "conv": conv_zoo,
             "anchor": anchor_zoo, "tiny-grid": tiny_grid_zoo, "tiny-grid2": tiny_grid2_zoo,
             "step-ops": step_ops_zoo, "light-ops2": light_ops2_zoo, "copies": copies_zoo,
-            "light-ops3": light_ops3_zoo}
+            "light-ops3": light_ops3_zoo, "light-ops4": light_ops4_zoo}
 
 
 def full_zoo() -> tuple[ZooKernel, ...]:

@@ -20,7 +20,7 @@ def test_step_ops_set_is_new_and_sized_from_arithmetic():
     assert 8 <= len(z) <= 12 and len(set(names)) == len(names)
     others = {k.name for s, make in ZOO_SETS.items() if s != "step-ops" for k in make()}
     assert not set(names) & others
-    old_ops = {k.op for s, make in ZOO_SETS.items() if s not in ("step-ops", "light-ops2", "copies", "light-ops3")
+    old_ops = {k.op for s, make in ZOO_SETS.items() if s not in ("step-ops", "light-ops2", "copies", "light-ops3", "light-ops4")
               for k in make()}
     assert not {k.op for k in z} & old_ops  # every op is one no earlier set runs (later sets run some again)
     by = {k.op: k for k in z}

@@ -288,7 +288,7 @@ def register(sub, j) -> None:
     sp.add_argument("--set", choices=["all", "base", "cache-gaps", "step-shapes", "duty", "top-clock",
                                                 "attention", "held-duty", "small", "thermal", "warm-cool", "conv",
                                                 "anchor", "tiny-grid", "tiny-grid2", "step-ops", "light-ops2", "copies",
-                                                "light-ops3"],
+                                                "light-ops3", "light-ops4"],
                     default="all",
                     help="which zoo: base (the first 38 kernels), cache-gaps (L2 working sets, launch-bound and host-gap "
                          "power, idle), step-shapes (kernels at real training steps' shapes), duty (heavy kernels in "
@@ -307,7 +307,9 @@ def register(sub, j) -> None:
                          "group norm, col2im, 1 × 1 convolutions; not in all), light-ops2 (the step-ops set's ops again at other shapes "
                          "and dtypes; not in all), copies (strided copies: batched and 2-D transposes, channels-last "
                          "copies; a grouped 1 × 1 convolution; not in all), light-ops3 (spatial log-softmax and its backward, row "
-                         "softmax and 1 × 1 convolutions at other shapes and dtypes; not in all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; add --no-steps to skip the step responses, ~15 s more on a card and minutes on the fake; not in "
+                         "softmax and 1 × 1 convolutions at other shapes and dtypes; not in all), light-ops4 (strided copies "
+                         "whose waste stays in L2, bf16 spatial log-softmax at 150 classes, 1 × 1 convolution "
+                         "backwards, at new shapes; not in all), anchor (eight entries of the other sets, about a minute: the card's own constants for `--anchors`; add --no-steps to skip the step responses, ~15 s more on a card and minutes on the fake; not in "
                          "all) or all (default: %(default)s)")
     sp.add_argument("--only", help="comma-separated zoo kernel names")
     sp.add_argument("--list", action="store_true", help="list the zoo and exit")
