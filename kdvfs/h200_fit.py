@@ -18,7 +18,7 @@ from kdvfs.model import evaluate, params_from_work
 from kdvfs.work import math_class
 
 __all__ = ["ACTIVITY_FIELDS", "CARD_FIELDS", "CLOCK_TOL", "DEFAULT_STRUCTURE", "PEAK_TFLOPS_DTYPE", "POWER_TOL",
-           "STRUCTURES", "TEMP_REF_C", "fit_h200", "predict_zoo", "spec_from_vector"]
+           "STRUCTURES", "TEMP_REF_C", "fit_h200", "predict_zoo", "spec_from_vector", "zoo_params"]
 
 # Dense peak rates of the H100/H200 SXM at the boost clock per math class (kdvfs.work.math_class; NVIDIA H100
 # datasheet, the H200 has the same processor): bf16/fp16 tensor 989, fp8 1979, tf32 495, fp32 on the CUDA cores 67
@@ -160,11 +160,11 @@ def _mix(power_w: np.ndarray, busy: np.ndarray, gap_w: float | None, rows: list[
     return busy * power_w + (1.0 - busy) * g
 
 
-def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
-    """Model power of each zoo kernel at its measured clock, no cap (stage 1 of the fit)."""
-    n = len(rows)
+def zoo_params(spec: GpuSpec, rows: list[dict]):
+    """The model's per-kernel parameters of zoo rows (``kdvfs.h200_rows.kernel_rows``), each kernel's measured time at
+    its measured clock, with each row's die temperature: what the fit, its check and the per-entry checks
+    (``simulator.h200_copies``, ``scripts.h200_zoo_check``) evaluate."""
     fm = np.array([r["sm_mhz_median"] for r in rows])
-    busy = np.array([r.get("busy", 1.0) for r in rows])
     params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
                               [r.get("math") or math_class(r["category"], r["dtype"]) for r in rows], [r["category"] for r in rows],
                               [r["name"] for r in rows], np.array([kernel_time_s(r) for r in rows]), core_mhz=fm,
@@ -174,7 +174,15 @@ def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = No
                               dot_product=[bool(r.get("dot_product")) for r in rows],
                               occupancy=[r.get("occupancy", 1.0) for r in rows],
                               strided=[bool(r.get("strided")) for r in rows])
-    params = _with_temperature(spec, params, rows)
+    return _with_temperature(spec, params, rows)
+
+
+def _power_at_measured(spec: GpuSpec, rows: list[dict], gap_w: float | None = None) -> np.ndarray:
+    """Model power of each zoo kernel at its measured clock, no cap (stage 1 of the fit)."""
+    n = len(rows)
+    fm = np.array([r["sm_mhz_median"] for r in rows])
+    busy = np.array([r.get("busy", 1.0) for r in rows])
+    params = zoo_params(spec, rows)
     pw = evaluate(spec, params, fm, np.full(n, AUTO), kernel_index=np.arange(n), cap_w=np.inf).power_w
     return _mix(pw, busy, gap_w, rows)
 

@@ -22,10 +22,9 @@ import numpy as np
 def zoo_check(fit_path: str, data: str) -> dict:
     from kdvfs.calibrate_h200 import check_h200_fit, prepared_rows, spec_from_fit
     from kdvfs.gpus import AUTO
-    from kdvfs.h200_fit import _with_temperature
+    from kdvfs.h200_fit import zoo_params
     from kdvfs.h200_rows import kernel_rows, kernel_time_s, period_s
-    from kdvfs.model import evaluate, params_from_work
-    from kdvfs.work import math_class
+    from kdvfs.model import evaluate
 
     fit = json.loads(Path(fit_path).read_text())
     doc = check_h200_fit(fit, [data], command="", where=fit_path)
@@ -36,16 +35,7 @@ def zoo_check(fit_path: str, data: str) -> dict:
     n = len(rows)
     fm = np.array([r["sm_mhz_median"] for r in rows], dtype=float)
     tk = np.array([kernel_time_s(r) for r in rows])
-    params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
-                              [r.get("math") or math_class(r["category"], r["dtype"]) for r in rows],
-                              [r["category"] for r in rows], [r["name"] for r in rows], tk, core_mhz=fm,
-                              working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
-                              constant_write=[bool(r.get("constant_write")) for r in rows],
-                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
-                              dot_product=[bool(r.get("dot_product")) for r in rows],
-                              occupancy=[r.get("occupancy", 1.0) for r in rows],
-                              strided=[bool(r.get("strided")) for r in rows])
-    params = _with_temperature(spec, params, rows)
+    params = zoo_params(spec, rows)
     fp = np.array([by[r["name"]]["predicted_sm_mhz"] for r in rows], dtype=float)
     ki = np.arange(n)
     inf = np.inf

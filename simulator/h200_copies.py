@@ -88,24 +88,11 @@ def _predict(spec, rows: list[dict], gap_w: float | None):
     """(clock MHz, power W, kernel time s) per row at the driver's own clocks: ``kdvfs.h200_fit.predict_zoo``'s
     model, with the time of each row's kernels at the predicted clock as well."""
     from kdvfs.gpus import AUTO
-    from kdvfs.h200_fit import _mix, _with_temperature
-    from kdvfs.h200_rows import kernel_time_s
-    from kdvfs.model import evaluate, params_from_work
-    from kdvfs.work import math_class
+    from kdvfs.h200_fit import _mix, zoo_params
+    from kdvfs.model import evaluate
 
     n = len(rows)
-    params = params_from_work(spec, [r["flops"] for r in rows], [r["bytes"] for r in rows],
-                              [r.get("math") or math_class(r["category"], r["dtype"]) for r in rows],
-                              [r["category"] for r in rows], [r["name"] for r in rows],
-                              np.array([kernel_time_s(r) for r in rows]),
-                              core_mhz=np.array([r["sm_mhz_median"] for r in rows]),
-                              working_set_bytes=[r.get("ws_bytes", r["bytes"]) for r in rows],
-                              constant_write=[bool(r.get("constant_write")) for r in rows],
-                              sm_fraction=[r.get("sm_fraction", 1.0) for r in rows],
-                              dot_product=[bool(r.get("dot_product")) for r in rows],
-                              occupancy=[r.get("occupancy", 1.0) for r in rows],
-                              strided=[bool(r.get("strided")) for r in rows])
-    params = _with_temperature(spec, params, rows)
+    params = zoo_params(spec, rows)
     ev = evaluate(spec, params, np.full(n, AUTO), np.full(n, AUTO), kernel_index=np.arange(n))
     f, pw, t = ev.core_mhz, ev.power_w, ev.time_s
     fixed = np.array([bool(r.get("uncapped")) for r in rows])
