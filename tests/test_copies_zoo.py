@@ -3,10 +3,6 @@ grouped 1 × 1 convolution), measured for the next session."""
 
 from __future__ import annotations
 
-import json
-
-from conftest import run_cli
-
 
 def test_copies_set_is_new_and_sized_as_a_read_and_a_write():
     from hw_backend.zoo import ZOO_SETS
@@ -22,14 +18,3 @@ def test_copies_set_is_new_and_sized_as_a_read_and_a_write():
     assert tr.work.bytes == 8 * 2 * 4 * 4096 * 16384
     g = by["gconv1d_bf16_32x768x512_k1_g4_graph16"]  # 768 / 4 input channels per output, kernel 1
     assert g.work.flops == 16 * 2.0 * 32 * 768 * 512 * (768 // 4) and not g.work.tensor
-
-
-def test_copies_on_the_fake_device(tmp_path, capsys):
-    from hw_backend.zoo import ZOO_SETS
-
-    out = tmp_path / "c.json"
-    fast = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
-    code, _, err = run_cli(["characterize", *fast, "--set", "copies", "-o", str(out)], capsys)
-    assert code == 0, err
-    doc = json.loads(out.read_text())
-    assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["copies"]()]

@@ -8,7 +8,7 @@ import gzip
 import json
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT
 
 from kdvfs.kernelwork import concurrent_wall_share, conv_gradient, kernel_work
 from kdvfs.trace import Kernel
@@ -188,19 +188,6 @@ def test_tiny_grid2_set():
     bmm = next(k for k in z if k.op == "bmm")
     b, m, n, kk = bmm.shape
     assert bmm.work.flops == 2.0 * b * m * n * kk * bmm.graph and bmm.work.tensor
-
-
-def test_tiny_grid2_on_the_fake_device(tmp_path, capsys):
-    from hw_backend.zoo import ZOO_SETS
-
-    out = tmp_path / "c.json"
-    fast = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
-    code, _, err = run_cli(["characterize", *fast, "--set", "tiny-grid2", "-o", str(out)], capsys)
-    assert code == 0, err
-    doc = json.loads(out.read_text())
-    assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["tiny-grid2"]()]
-    assert all(k["power_w"] > 0 and k["time_s"] > 0 for k in doc["kernels"])
-
 
 
 # ------------------------------------------------------------------------------- concurrency: the SMs busy at once

@@ -3,10 +3,6 @@ as a held-out check of that session's fit)."""
 
 from __future__ import annotations
 
-import json
-
-from conftest import run_cli
-
 
 def test_light_ops2_is_new_and_runs_only_known_ops():
     from hw_backend.zoo import ZOO_SETS
@@ -24,15 +20,3 @@ def test_light_ops2_is_new_and_runs_only_known_ops():
     assert up.bytes == 2 * (big + small) and up.dtype == "bf16"
     conv = by["conv2d_bf16_64x64x56x56_to256_k1_graph64"]
     assert conv.work.flops == 2.0 * 64 * 256 * 56 * 56 * 64 * conv.graph and conv.work.tensor
-
-
-def test_light_ops2_on_the_fake_device(tmp_path, capsys):
-    from hw_backend.zoo import ZOO_SETS
-
-    out = tmp_path / "c.json"
-    fast = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
-    code, _, err = run_cli(["characterize", *fast, "--set", "light-ops2", "-o", str(out)], capsys)
-    assert code == 0, err
-    doc = json.loads(out.read_text())
-    assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["light-ops2"]()]
-    assert all(k["power_w"] > 0 and k["time_s"] > 0 for k in doc["kernels"])

@@ -3,10 +3,6 @@ shapes and dtypes, measured sealed for the next session)."""
 
 from __future__ import annotations
 
-import json
-
-from conftest import run_cli
-
 
 def test_light_ops4_is_new_and_runs_only_known_ops():
     from hw_backend.zoo import ZOO_SETS
@@ -23,14 +19,3 @@ def test_light_ops4_is_new_and_runs_only_known_ops():
     assert conv.work.tensor and conv.work.flops >= 2 * 2.0 * 64 * 64 * 56 * 56 * 256 * conv.graph  # dgrad + wgrad
     t = by["transpose_fp32_2048x32768_graph8"].work
     assert t.bytes >= 2 * 4 * 2048 * 32768 * 8 and t.flops == 0  # at least a read and a write of each element
-
-def test_light_ops4_on_the_fake_device(tmp_path, capsys):
-    from hw_backend.zoo import ZOO_SETS
-
-    out = tmp_path / "c.json"
-    fast = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
-    code, _, err = run_cli(["characterize", *fast, "--set", "light-ops4", "-o", str(out)], capsys)
-    assert code == 0, err
-    doc = json.loads(out.read_text())
-    assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["light-ops4"]()]
-    assert all(k["power_w"] > 0 and k["time_s"] > 0 for k in doc["kernels"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
 
 from kdvfs.work import copy_work, norm_work, softmax_work
 
@@ -48,18 +47,6 @@ def test_step_ops_set_is_new_and_sized_from_arithmetic():
     macs = 128 * 1280 * 14 * 14 * 320
     assert conv.work.flops == 4.0 * macs * conv.graph and conv.work.tensor
     assert not by["col2im"].work.tensor
-
-
-def test_step_ops_on_the_fake_device(tmp_path, capsys):
-    from hw_backend.zoo import ZOO_SETS
-
-    out = tmp_path / "c.json"
-    fast = ["--backend", "fake", "--window", "0.05", "--warmup", "0", "--no-steps"]
-    code, _, err = run_cli(["characterize", *fast, "--set", "step-ops", "-o", str(out)], capsys)
-    assert code == 0, err
-    doc = json.loads(out.read_text())
-    assert [k["name"] for k in doc["kernels"]] == [k.name for k in ZOO_SETS["step-ops"]()]
-    assert all(k["power_w"] > 0 and k["time_s"] > 0 for k in doc["kernels"])
 
 
 # ------------------------------------------------------------------------------------------------- the breakdown
