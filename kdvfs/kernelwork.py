@@ -6,7 +6,6 @@ left to its category. The formulas themselves are ``kdvfs.work``'s.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -187,9 +186,9 @@ def kernel_work(kernels: Sequence, events: Sequence[Mapping], ops: Mapping, *, b
 
 def _layout_copy(k, o: Mapping) -> Work | None:
     """The work of one of cuDNN's layout-conversion kernels (``nchwToNhwcKernel``/``nhwcToNchwKernel``) that a
-    convolution op launched: no FLOPs, a copy of the tensor it converts (the tensor found by the kernel's grid among
-    the op's operands and its output, ``kdvfs.work_passes.layout_tiles``), priced by the stride rule for tiled
-    conversions (``kdvfs.work_copies.layout_copy_traffic``: one read and one write reach DRAM). Before (session 11) they took a share of
+    convolution op launched: no FLOPs, a copy of the tensor it converts (``kdvfs.work_passes.layout_copy_bytes``: the
+    tensor found by the kernel's grid among the op's operands and its output, priced by the stride rule for tiled
+    conversions, one read and one write reaching DRAM). Before (session 11) they took a share of
     the op's bytes by duration, the GEMM's operands once: characterization16's 1 × 1 convolution spent 68 % of its time
     in them, so they moved the GEMM's bytes, where they copy the input and the output. ``None`` for other kernels, for
     other ops, and without a grid (then the split by duration, as before)."""
@@ -223,15 +222,7 @@ def _layout_copy(k, o: Mapping) -> Work | None:
         g = x[1] // shapes[wi][1]
         if g > 1:
             tensors += [[t[0] // g, *t[1:]] if i == wi else [t[0], t[1] // g, *t[2:]] for i, t in enumerate(tensors)]
-    # the tensor converted (its tile count is the kernel's block count): what the stride rule says a tiled conversion
-    # moves (kdvfs.work_copies.layout_copy_traffic: rows of 32 elements on both sides, nothing spilled, so its DRAM
-    # bytes are one read and one write); none matched: the grid's extent (layout_copy_bytes' upper bound)
-    from kdvfs.work_copies import layout_copy_traffic
-    from kdvfs.work_passes import layout_tiles
-
-    blocks = math.prod(int(g) for g in k.grid)
-    match = next((t for t in tensors if blocks > 0 and layout_tiles(t) == blocks), None)
-    nbytes = layout_copy_traffic(match, dt).dram_bytes if match is not None else layout_copy_bytes(k.grid, tensors, dt)
+    nbytes = layout_copy_bytes(k.grid, tensors, dt)
     return None if nbytes is None else Work(0.0, nbytes, dt, False, "shapes")
 
 

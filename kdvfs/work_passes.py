@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from kdvfs.work import NORM_FORWARD_FLOPS, Work, _output_mask, _size
+from kdvfs.work_copies import layout_copy_traffic
 
 __all__ = ["L2_BYTES_MAX", "L2_EDGE_EXP", "RESIDENT_BLOCKS_MIN", "SMS", "THREADS_PER_SM", "group_norm_input_grad",
            "group_norm_work", "layout_copy_bytes", "layout_direction", "layout_tiles", "softmax_split",
@@ -202,16 +203,16 @@ def layout_tiles(shape: Sequence[int]) -> int:
 def layout_copy_bytes(grid: Sequence[int] | None, tensors: Sequence[Sequence[int]], dtype: str) -> float | None:
     """Bytes one cuDNN layout-conversion kernel moves: a copy (one read, one write) of the tensor it converts. The
     tensor is the one among ``tensors`` (the op's operands and results, each N, C, spatial…) whose tile count
-    (``layout_tiles``) equals the kernel's block count (the product of its ``grid``); where none does (a tensor the
-    record does not hold), the grid's own extent, 32 × 32 elements per block (an upper bound: partial tiles counted
-    whole). ``None`` without a grid."""
+    (``layout_tiles``) equals the kernel's block count (the product of its ``grid``), and the bytes are what the
+    stride rule says its tiled conversion moves through DRAM (``kdvfs.work_copies.layout_copy_traffic``: nothing
+    spills, so one read and one write); where none does (a tensor the record does not hold), the grid's own extent,
+    32 × 32 elements per block (an upper bound: partial tiles counted whole). ``None`` without a grid."""
     if not grid:
         return None
     blocks = math.prod(int(g) for g in grid)
     if blocks <= 0:
         return None
-    size = _size(dtype)
     for t in tensors:
         if layout_tiles(t) == blocks:
-            return 2.0 * math.prod(int(s) for s in t) * size
-    return 2.0 * blocks * _TILE * _TILE * size
+            return layout_copy_traffic(t, dtype).dram_bytes
+    return 2.0 * blocks * _TILE * _TILE * _size(dtype)
