@@ -9,7 +9,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 
-from kdvfs.work import NAME_PEAK_FLOPS, Work, math_class, op_work, simt_by_name, torch_dtype_name, work_from_name
+from kdvfs.work import NAME_PEAK_FLOPS, Work, first_dtype, math_class, op_work, simt_by_name, work_from_name
 
 __all__ = ["MAX_BYTES_PER_S", "concurrent_wall_share", "conv_gradient", "index_ops", "kernel_work", "moves_data_only", "op_of_kernel"]
 
@@ -206,9 +206,7 @@ def _layout_copy(k, o: Mapping) -> Work | None:
               if isinstance(d, list) and len(d) >= 3 and all(isinstance(x, int) for x in d)]
     if not shapes:
         return None
-    types = a.get("Input type")
-    dt = next((torch_dtype_name(t) for t in (types if isinstance(types, list) else [])
-               if isinstance(t, str) and torch_dtype_name(t) in ("bf16", "fp16", "fp32", "fp64")), None) or "fp32"
+    dt = first_dtype(a.get("Input type"), ("bf16", "fp16", "fp32", "fp64"))
     tensors = list(shapes)
     if "backward" not in name and len(shapes) >= 2:  # the forward's output: the batch, the weight's out-channels
         from kdvfs.work import _conv_out

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DTYPE_BYTES", "Work", "WORK_SOURCES", "ATTENTION_TILE", "attention_work", "copy_work", "elementwise_work", "gemm_work",
-    "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "OP_RULES", "WINDOW_OPS", "op_rule", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "MATH_CLASSES",
+    "norm_work", "NORM_FORWARD_FLOPS", "ACTIVATION_FLOPS", "OP_RULES", "WINDOW_OPS", "op_rule", "op_work", "reduction_work", "MAX_REDUCTION_FLOPS", "softmax_work", "SOFTMAX_SMEM_BYTES", "work_from_name", "torch_dtype_name", "first_dtype", "MATH_CLASSES",
     "math_class", "writes_constant", "NAME_PEAK_FLOPS", "simt_by_name",
 ]
 
@@ -86,6 +86,13 @@ def torch_dtype_name(s: str | None) -> str | None:
         return None
     s = str(s).replace("torch.", "")
     return _TORCH_DTYPES.get(s)
+
+
+def first_dtype(types: object, allowed: Sequence[str]) -> str:
+    """The first of an op record's "Input type" entries (``torch_dtype_name``) that is one of ``allowed``; else fp32."""
+    tl = types if isinstance(types, list) else []
+    return next((d for d in (torch_dtype_name(t) if isinstance(t, str) else None for t in tl) if d in allowed),
+                None) or "fp32"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from kdvfs.work import Work, _output_mask, _shape_list, _size, torch_dtype_name
+from kdvfs.work import Work, _output_mask, _shape_list, _size, first_dtype
 
 __all__ = ["RECORDED_LAUNCHES_MAX", "ROLES", "conv_backward_kernel_works", "conv_backward_parts", "conv_backward_role", "conv_backward_work",
            "recorded_conv_work"]
@@ -147,9 +147,7 @@ def conv_backward_kernel_works(kernels: Sequence, op_for: Sequence[Mapping | Non
         if len(shapes) < 3 or not all(len(s) >= 3 for s in shapes[:3]):
             continue
         g, x, w = shapes[0], shapes[1], shapes[2]
-        types = a.get("Input type")
-        dt = next((torch_dtype_name(t) for t in (types if isinstance(types, list) else [])
-                   if isinstance(t, str) and torch_dtype_name(t) in ("bf16", "fp16", "fp32")), None) or "fp32"
+        dt = first_dtype(a.get("Input type"), ("bf16", "fp16", "fp32"))
         mask = _output_mask(a.get("Concrete Inputs"), 10) or [True, True, False]
         gemm = [i for i in idx if roles[i] == "gemm"]
         reduce = [i for i in idx if roles[i] == "wgrad_reduce"]
