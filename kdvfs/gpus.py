@@ -15,7 +15,7 @@ import numpy as np
 
 from kdvfs.errors import FormatError, InputError, KdvfsError, UnsupportedClockError
 
-__all__ = ["AUTO", "GpuSpec", "SwitchModel", "get_gpu", "gpu_names", "PRESETS", "H200_UNFITTED", "apply_h200_fit", "check_h200_fit_params"]
+__all__ = ["AUTO", "GpuSpec", "SwitchModel", "check_grid_latency", "get_gpu", "gpu_names", "PRESETS", "H200_UNFITTED", "apply_h200_fit", "check_h200_fit_params"]
 
 AUTO = 0
 """Clock value meaning "the driver's own choice" in clock arrays (printed and stored as ``auto``)."""
@@ -70,6 +70,13 @@ class SwitchModel:
         return cls(host_call_s=latency_s * host_share, transition_s=latency_s * (1 - host_share), spread=spread,
                    source=f"--switch-latency {latency_s:g} s ({host_share:.0%} host call, rest transition)")
 
+
+
+def check_grid_latency(latency_s: float | None) -> None:
+    """A what-if grid's switch latency (``kdvfs whatif --latency``; ``None``: the card's own): the range
+    ``SwitchModel.from_latency`` takes, (0, 10] s, in the grid's words."""
+    if latency_s is not None and (not np.isfinite(latency_s) or latency_s <= 0 or latency_s > 10.0):
+        raise InputError(f"switch latency must be in (0, 10] s, got {latency_s!r}; e.g. 6e-3 for Hopper")
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:

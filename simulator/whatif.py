@@ -17,7 +17,7 @@ import numpy as np
 from kdvfs.bundled import resolve_profile_path, resolve_trace_path
 from kdvfs.errors import InputError
 from kdvfs.executor import Executor
-from kdvfs.gpus import SwitchModel, get_gpu
+from kdvfs.gpus import SwitchModel, check_grid_latency, get_gpu
 from kdvfs.modes import Mechanism, Policy
 from kdvfs.optimize.policies import policy_schedule
 from kdvfs.optimize.problem import Problem
@@ -60,8 +60,7 @@ def grid(gpus: list[str], latencies: Sequence[float | None], mechanisms: list[st
     for p in policies:
         Policy.parse(p)
     for lat in latencies:
-        if lat is not None and (not np.isfinite(lat) or lat <= 0 or lat > 10.0):
-            raise InputError(f"switch latency must be in (0, 10] s, got {lat!r}; e.g. 6e-3 for Hopper")
+        check_grid_latency(lat)
     for g in gpus:
         get_gpu(g)
     from kdvfs.optimize.problem import check_slack
