@@ -113,8 +113,7 @@ def _auto_basis(s, limited: bool) -> str:
 def cmd_frontier(a) -> int:
     from kdvfs.cli.paths import figure_beside
     from kdvfs.fileio import check_output_path
-    from kdvfs.optimize import frontier
-    from kdvfs.optimize.frontier import check_range
+    from kdvfs.optimize.frontier import check_range, frontier_points
     from kdvfs.plots import plot_frontier
 
     n = check_range(a.slack_min, a.slack_max, a.slack_step)  # before loading the profile (seconds), not after
@@ -132,14 +131,20 @@ def cmd_frontier(a) -> int:
         profile_card(get_gpu(card or "rtx3080ti"), pb.profile, f"--profile {a.profile!r}")
     scopes = ["local", "global"] if a.scope == "both" else [a.scope]
     # the figure always shows local and global side by side (the study's relaxed-waste figure): each curve once (the
-    # figure's global curve was solved a second time), and the caution below solves the printed points again
+    # figure's global curve was solved a second time), and each point's allocation kept for the caution below (every
+    # point was solved a second time for it, 0.3 s a point on a 3 505-instance step)
     need = ["local", "global"] if png is not None else scopes
     from kdvfs.cli.common import progress
 
+    points: dict[str, list] = {}
     with progress(None, n * len(need), "frontier points") as prog:  # a bar on a terminal, else a line every ~10 s
         task = prog.add_task("points", total=n * len(need))
-        curves = {sc: frontier(pb, sc, a.slack_min, a.slack_max, a.slack_step,
-                               progress=lambda k: prog.advance(task, k)) for sc in need}
+        for sc in need:
+            points[sc] = []
+            for point in frontier_points(pb, sc, a.slack_min, a.slack_max, a.slack_step):
+                points[sc].append(point)
+                prog.advance(task, 1)
+    curves = {sc: [row for row, _ in pts] for sc, pts in points.items()}
     rows = curves[scopes[-1]]
     if a.output:
         write_csv(rows if len(scopes) == 1 else [dict(r, scope=sc) for sc in scopes for r in curves[sc]], a.output)
@@ -156,18 +161,11 @@ def cmd_frontier(a) -> int:
         for sc in scopes:
             c.print(table(f"frontier ({sc}), ideal (free switching)", ["slack %", "time %", "energy %"],
                           [[r["slack_pct"], r["time_change_pct"], r["energy_change_pct"]] for r in curves[sc]]))
-        from kdvfs.optimize import optimize
-
-        def solved():  # every point's schedule, solved again (~0.3 s a point on a 3 505-instance step): said too
-            with progress(None, n * len(scopes), "frontier: the schedules' clocks") as check:
-                t = check.add_task("points", total=n * len(scopes))
-                for sc in scopes:
-                    for r in curves[sc]:
-                        yield optimize(pb, "waste", r["slack_pct"], "kernel", sc)
-                        check.advance(t, 1)
-
+        # every point's schedule, from the allocation solved for it
+        solved = (pb.to_schedule(al, objective="waste", slack_pct=row["slack_pct"], granularity="kernel", scope=sc)
+                  for sc in scopes for row, al in points[sc])
         # the largest share among the points counts
-        low_clock_caution(pb, card, solved(), "the frontier's schedules run up to")
+        low_clock_caution(pb, card, solved, "the frontier's schedules run up to")
     return 0
 
 

@@ -8,7 +8,7 @@ from kdvfs.errors import InputError
 from kdvfs.optimize.granularity import allocate
 from kdvfs.optimize.problem import Problem
 
-__all__ = ["check_range", "frontier"]
+__all__ = ["check_range", "frontier", "frontier_points"]
 
 
 def check_range(slack_min: float, slack_max: float, slack_step: float) -> int:
@@ -28,20 +28,29 @@ def check_range(slack_min: float, slack_max: float, slack_step: float) -> int:
     return n
 
 
-def frontier(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
-             slack_step: float = 1.0, granularity: str = "kernel", progress=None) -> list[dict]:
-    """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown; ``progress(1)`` after each
-    point (0.3 s a point on SqueezeBERT's 3 505-instance step: a fine range ran for minutes without a word)."""
+def frontier_points(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
+                    slack_step: float = 1.0, granularity: str = "kernel"):
+    """For each tolerated slowdown, the row ``slack_pct, time_change_pct, energy_change_pct`` and the allocation
+    solved for it (a caller that also wants the points' schedules, `kdvfs frontier`'s low-clock caution, makes them
+    from these instead of solving every point again)."""
     n = check_range(slack_min, slack_max, slack_step)
-    rows = []
     for i in range(n):
-        if i and progress is not None:
-            progress(1)
         s = round(slack_min + i * slack_step, 10)
         a = allocate(pb, "waste", s, granularity, scope)
         t, e = pb.evaluate(a)
-        rows.append({"slack_pct": s, "time_change_pct": 100 * (t / pb.auto_time_s - 1),
-                     "energy_change_pct": 100 * (e / pb.auto_energy_j - 1)})
-    if n and progress is not None:
-        progress(1)
+        yield ({"slack_pct": s, "time_change_pct": 100 * (t / pb.auto_time_s - 1),
+                "energy_change_pct": 100 * (e / pb.auto_energy_j - 1)}, a)
+
+
+def frontier(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
+             slack_step: float = 1.0, granularity: str = "kernel", progress=None) -> list[dict]:
+    """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown (``frontier_points``);
+    ``progress(1)`` after each point (0.3 s a point on SqueezeBERT's 3 505-instance step: a fine range ran for minutes
+    without a word)."""
+    check_range(slack_min, slack_max, slack_step)  # at the call, not at the first point
+    rows = []
+    for row, _ in frontier_points(pb, scope, slack_min, slack_max, slack_step, granularity):
+        rows.append(row)
+        if progress is not None:
+            progress(1)
     return rows
