@@ -122,7 +122,26 @@ def _predictive(pb, cand, lam, steps, acc: dict[str, float]) -> np.ndarray:
                          ("take the row minima", t4 - t3), ("capped age (less, minimum)", t5 - t4),
                          ("add own, back pointer", t6 - t5)):
             acc[name] = acc.get(name, 0.0) + dt
-    return cand[sa._backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
+    return cand[_backtrack_predictive(from_switch, from_cap, val_b[(n - 1) & 1])]
+
+
+def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarray], last: np.ndarray) -> np.ndarray:
+    """Session 12's backtrack of one predictive plan (the library keeps every instance's states instead,
+    ``switchaware_predictive._backtrack_history``): the setting per instance, from the least state of the last instance
+    (``last``, shape (S, ages)) back through the pointers the loop kept."""
+    n, (S, A) = len(from_switch), last.shape  # noqa: N806
+    seq = np.empty(n, dtype=np.int64)
+    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(last)), (S, A)))
+    for i in range(n - 1, 0, -1):
+        seq[i] = s_
+        if a_ == 0:
+            s_, a_ = divmod(int(from_switch[i][s_]), A)
+        elif a_ < A - 1:
+            a_ -= 1
+        elif not from_cap[i][s_]:
+            a_ = A - 2
+    seq[0] = s_
+    return seq
 
 
 def _report(title: str, runs: list[dict[str, float]]) -> None:

@@ -21,7 +21,6 @@ from kdvfs.optimize.granularity import allocate, problem_hulls
 from kdvfs.optimize.passbound import pass_member_floor
 from kdvfs.optimize.problem import Problem
 from kdvfs.optimize.switchaware_predictive import _BATCH_PREDICTIVE as _BATCH_PREDICTIVE
-from kdvfs.optimize.switchaware_predictive import _backtrack_predictive as _backtrack_predictive
 from kdvfs.optimize.switchaware_predictive import _dp_predictive as _dp_predictive
 from kdvfs.optimize.switchaware_predictive import _dp_predictive_many as _dp_predictive_many
 from kdvfs.optimize.switchaware_predictive import _late_fractions as _late_fractions

@@ -225,26 +225,9 @@ def _dp_predictive(pb: Problem, cand: np.ndarray, lam: float, sw: SwitchModel, a
     return cand[_backtrack_history(from_switch, hist.states)]
 
 
-def _backtrack_predictive(from_switch: list[np.ndarray], from_cap: list[np.ndarray], last: np.ndarray) -> np.ndarray:
-    """One predictive plan's setting (candidate position) per instance, from the least state of the last instance
-    (``last``, shape (S, ages)) back through the pointers ``_dp_predictive`` kept."""
-    n, (S, A) = len(from_switch), last.shape  # noqa: N806
-    seq = np.empty(n, dtype=np.int64)
-    s_, a_ = (int(x) for x in np.unravel_index(int(np.argmin(last)), (S, A)))
-    for i in range(n - 1, 0, -1):
-        seq[i] = s_
-        if a_ == 0:
-            s_, a_ = divmod(int(from_switch[i][s_]), A)
-        elif a_ < A - 1:
-            a_ -= 1
-        elif not from_cap[i][s_]:
-            a_ = A - 2
-    seq[0] = s_
-    return seq
-
-
 def _backtrack_history(from_switch: list[np.ndarray], states: np.ndarray) -> np.ndarray:
-    """``_backtrack_predictive`` where every instance's states are kept (``_History``): the capped age came from the
+    """One predictive plan's setting (candidate position) per instance, from every instance's states (``_History``),
+    back through the pointers ``_dp_predictive`` kept: the capped age came from the
     capped age where ``states[i − 1, s, A − 1] < states[i − 1, s, A − 2]`` (the comparison the step's minimum made, on
     the same two values), else from age A − 2."""
     n, S, A = states.shape  # noqa: N806
