@@ -43,14 +43,6 @@ def frontier_points(pb: Problem, scope: str = "global", slack_min: float = 0.0, 
 
 
 def frontier(pb: Problem, scope: str = "global", slack_min: float = 0.0, slack_max: float = 20.0,
-             slack_step: float = 1.0, granularity: str = "kernel", progress=None) -> list[dict]:
-    """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown (``frontier_points``);
-    ``progress(1)`` after each point (0.3 s a point on SqueezeBERT's 3 505-instance step: a fine range ran for minutes
-    without a word)."""
-    check_range(slack_min, slack_max, slack_step)  # at the call, not at the first point
-    rows = []
-    for row, _ in frontier_points(pb, scope, slack_min, slack_max, slack_step, granularity):
-        rows.append(row)
-        if progress is not None:
-            progress(1)
-    return rows
+             slack_step: float = 1.0, granularity: str = "kernel") -> list[dict]:
+    """Rows ``slack_pct, time_change_pct, energy_change_pct`` for each tolerated slowdown (``frontier_points``)."""
+    return [row for row, _ in frontier_points(pb, scope, slack_min, slack_max, slack_step, granularity)]
